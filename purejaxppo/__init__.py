@@ -1,0 +1,20 @@
+"""purejaxppo: a one-program, vmappable PPO trainer in JAX + Equinox."""
+
+from ._config import PPOConfig as PPOConfig
+from ._envs import Env as Env
+from ._envs import EnvStep as EnvStep
+from ._envs import JumanjiMaze as JumanjiMaze
+from ._envs import make_env as make_env
+from ._mazes import EASY as EASY
+from ._mazes import MEDIUM as MEDIUM
+from ._mazes import MazeLayout as MazeLayout
+from ._mazes import parse_layout as parse_layout
+from ._networks import ActorCritic as ActorCritic
+from ._ppo import Metrics as Metrics
+from ._ppo import RunnerState as RunnerState
+from ._ppo import Train as Train
+from ._ppo import Transition as Transition
+from ._ppo import gae as gae
+from ._ppo import make_train as make_train
+
+__version__ = "0.1.0"

@@ -1,0 +1,206 @@
+"""The frozen, typed PPO configuration.
+
+`PPOConfig` is an Equinox Module, so it is a pytree:
+
+* fields marked ``static=True`` fix shapes or loop lengths and live in the tree structure;
+* every other field is a numeric leaf, which `make_train` turns into a traced scalar. A config
+  whose leaves carry a leading axis can therefore be passed through `jax.vmap` to train one
+  agent per hyperparameter value inside the same XLA program.
+
+Defaults are the seed system's hyperparameters (see README, "The reference system").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import numbers
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+# A maze is a name ("easy", "medium", "random") or a layout given as rows of characters.
+MazeSpec = str | tuple[str, ...] | None
+
+#: Fields that are numeric leaves of the config (traced, vmappable).
+TRACED_FIELDS = (
+    "lr",
+    "adam_eps",
+    "gamma",
+    "gae_lambda",
+    "clip_eps",
+    "ent_coef",
+    "vf_coef",
+    "max_grad_norm",
+)
+
+
+class PPOConfig(eqx.Module):
+    """PPO hyperparameters and problem definition (frozen; defaults are the seed system's)."""
+
+    # ---- static: these fix shapes, loop lengths or the program's structure -----------------
+    env: str = eqx.field(default="Maze-v0", static=True)
+    """Environment name. ``"Maze-v0"`` (Jumanji) is the built-in one."""
+    maze: MazeSpec = eqx.field(default=None, static=True)
+    """For Maze-v0: ``"easy"``, ``"medium"`` (default), ``"random"`` or a layout (rows of
+    ``#``/``.``/``S``/``G``). Must be None for other environments."""
+    maze_size: tuple[int, int] = eqx.field(default=(10, 10), static=True)
+    """(rows, cols) of ``maze="random"``."""
+    time_limit: int | None = eqx.field(default=None, static=True)
+    """Episode step limit. None: Jumanji's default (rows × cols for Maze)."""
+    num_envs: int = eqx.field(default=16, static=True)
+    """Environments stepped in parallel per agent."""
+    num_steps: int = eqx.field(default=512, static=True)
+    """Rollout length per environment per update."""
+    total_timesteps: int = eqx.field(default=819_200, static=True)
+    """Environment steps per agent; a multiple of ``num_envs * num_steps``."""
+    update_epochs: int = eqx.field(default=10, static=True)
+    """Passes over each rollout batch."""
+    minibatch_size: int = eqx.field(default=1024, static=True)
+    """Transitions per gradient step; divides ``num_envs * num_steps``."""
+    normalize_advantages: bool = eqx.field(default=False, static=True)
+    """Normalise advantages per minibatch (off in the seed)."""
+    anneal_lr: bool = eqx.field(default=False, static=True)
+    """Anneal the learning rate linearly to 0 over training (off in the seed)."""
+    clip_value: bool = eqx.field(default=False, static=True)
+    """Clip the value update to ``clip_eps`` around the rollout value (off in the seed)."""
+    conv_channels: tuple[int, ...] = eqx.field(default=(1,), static=True)
+    """Output channels of each 3×3 valid convolution of the torso (grid observations)."""
+    mlp_widths: tuple[int, ...] = eqx.field(default=(64,), static=True)
+    """Widths of the ReLU MLP layers after the convolutions."""
+
+    # ---- traced: numeric leaves, vmappable -----------------------------------------------
+    lr: float = 3e-4
+    """Adam learning rate."""
+    adam_eps: float = 1e-7
+    """Adam epsilon."""
+    gamma: float = 0.99
+    """Discount factor, in (0, 1]."""
+    gae_lambda: float = 0.95
+    """GAE λ, in (0, 1]."""
+    clip_eps: float = 0.2
+    """PPO ratio clip ε (and the value clip when ``clip_value``)."""
+    ent_coef: float = 0.01
+    """Entropy bonus coefficient."""
+    vf_coef: float = 0.5
+    """Value loss coefficient: loss = pg + vf_coef·mean((V − target)²) − ent_coef·entropy."""
+    max_grad_norm: float | None = None
+    """Global gradient-norm clip; None disables clipping (the seed's choice)."""
+
+    def __check_init__(self):
+        _validate(self)
+
+    # ---- derived sizes -------------------------------------------------------------------
+    @property
+    def batch_size(self) -> int:
+        """Transitions collected per update: ``num_envs * num_steps``."""
+        return self.num_envs * self.num_steps
+
+    @property
+    def num_minibatches(self) -> int:
+        return self.batch_size // self.minibatch_size
+
+    @property
+    def num_updates(self) -> int:
+        return self.total_timesteps // self.batch_size
+
+    @property
+    def maze_spec(self) -> MazeSpec:
+        """The maze actually used: ``maze`` with Maze-v0's default ("medium") filled in."""
+        if self.env == "Maze-v0" and self.maze is None:
+            return "medium"
+        return self.maze
+
+    def replace(self, **changes) -> PPOConfig:
+        """A copy with ``changes`` applied (the config itself is never mutated)."""
+        return dataclasses.replace(self, **changes)
+
+    def static_fields(self) -> dict:
+        """The static (shape-fixing) fields and their values."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if _is_static(f)}
+
+    def traced(self) -> PPOConfig:
+        """The same config with every numeric leaf as a float32 array, ready to trace."""
+        return jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), self)
+
+
+def static_field_names() -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(PPOConfig) if _is_static(f))
+
+
+def _is_static(f: dataclasses.Field) -> bool:
+    return bool(f.metadata.get("static", False))
+
+
+def _fail(field: str, value, fix: str):
+    raise ValueError(f"PPOConfig.{field}={value!r} is invalid: {fix}")
+
+
+def _validate(c: PPOConfig) -> None:
+    """Refuse bad configs before anything compiles. Traced (array) leaves are skipped."""
+    for name in (
+        "num_envs",
+        "num_steps",
+        "update_epochs",
+        "minibatch_size",
+        "total_timesteps",
+    ):
+        v = getattr(c, name)
+        if not isinstance(v, numbers.Integral) or isinstance(v, bool) or v <= 0:
+            _fail(name, v, "it must be a positive integer.")
+    if c.batch_size % c.minibatch_size:
+        _fail(
+            "minibatch_size",
+            c.minibatch_size,
+            f"it must divide the batch num_envs*num_steps={c.batch_size}.",
+        )
+    if c.total_timesteps < c.batch_size:
+        _fail(
+            "total_timesteps",
+            c.total_timesteps,
+            f"it is smaller than one batch (num_envs*num_steps={c.batch_size}).",
+        )
+    if c.total_timesteps % c.batch_size:
+        lo = c.total_timesteps // c.batch_size * c.batch_size
+        _fail(
+            "total_timesteps",
+            c.total_timesteps,
+            f"it must be a multiple of the batch num_envs*num_steps={c.batch_size}; "
+            f"use {lo} or {lo + c.batch_size}.",
+        )
+    if any((not isinstance(w, numbers.Integral)) or w <= 0 for w in c.conv_channels + c.mlp_widths):
+        _fail(
+            "conv_channels/mlp_widths",
+            (c.conv_channels, c.mlp_widths),
+            "widths must be > 0.",
+        )
+    if c.time_limit is not None and c.time_limit <= 0:
+        _fail("time_limit", c.time_limit, "it must be a positive integer or None.")
+
+    def check(name, ok, fix):
+        v = getattr(c, name)
+        if isinstance(v, numbers.Real) and not isinstance(v, bool) and not ok(float(v)):
+            _fail(name, v, fix)
+        if isinstance(v, (str, bool)):
+            _fail(name, v, "it must be a number.")
+
+    check("lr", lambda v: v > 0, "the learning rate must be > 0.")
+    check("adam_eps", lambda v: v > 0, "Adam's epsilon must be > 0.")
+    check("gamma", lambda v: 0 < v <= 1, "γ must lie in (0, 1].")
+    check("gae_lambda", lambda v: 0 < v <= 1, "λ must lie in (0, 1].")
+    check("clip_eps", lambda v: v >= 0, "clip ε must be >= 0.")
+    check("ent_coef", lambda v: v >= 0, "the entropy coefficient must be >= 0.")
+    check("vf_coef", lambda v: v >= 0, "the value coefficient must be >= 0.")
+    if c.max_grad_norm is not None:
+        check("max_grad_norm", lambda v: v > 0, "use a positive norm, or None to disable.")
+
+    if c.env == "Maze-v0":
+        from ._mazes import resolve_maze
+
+        resolve_maze(c.maze_spec, c.maze_size)  # raises ValueError for bad layouts
+    elif c.maze is not None:
+        _fail(
+            "maze",
+            c.maze,
+            f"maze options apply to Maze-v0 only, not env={c.env!r}; drop it.",
+        )
