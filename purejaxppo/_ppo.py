@@ -348,7 +348,10 @@ class Train:
         self.env = make_env(cfg)
         self.progress = progress
         self.num_traces = 0  # times the program was traced (i.e. compiled): tests check it
+        # XLA options (see _xla_cpu.py) are only allowed on a top-level jit; when the caller
+        # wraps `train` in a jit of their own, the plain version is used instead.
         self._jitted = eqx.filter_jit(self._train, compiler_options=compiler_options())
+        self._jitted_nested = eqx.filter_jit(self._train)
 
     def _train(self, key: PRNGKeyArray, cfg: PPOConfig):
         self.num_traces += 1
@@ -365,6 +368,27 @@ class Train:
     def __call__(
         self, key: PRNGKeyArray, config: PPOConfig | None = None
     ) -> tuple[RunnerState, Metrics]:
+        hp = self._hyperparameters(config)
+        try:
+            return self._jitted(key, hp)
+        except ValueError as e:  # called inside the user's own jit
+            if "compiler_options" not in str(e):
+                raise
+            return self._jitted_nested(key, hp)
+
+    def compile(self, key: PRNGKeyArray, config: PPOConfig | None = None):
+        """Compile ahead of time; returns ``compiled(key, config=None)``, which never traces.
+
+        Lets callers time compilation and running separately (the CLI and benchmarks do).
+        """
+        compiled = self._jitted.lower(key, self._hyperparameters(config)).compile()
+
+        def run(key: PRNGKeyArray, config: PPOConfig | None = None):
+            return compiled(key, self._hyperparameters(config))
+
+        return run
+
+    def _hyperparameters(self, config: PPOConfig | None) -> PPOConfig:
         config = self.cfg if config is None else config
         if config.static_fields() != self.cfg.static_fields():
             diff = {
@@ -374,7 +398,7 @@ class Train:
                 f"train(key, config): static fields {sorted(diff)} differ from the config given "
                 "to make_train; they fix shapes, so call make_train with that config instead."
             )
-        return self._jitted(key, config.traced())
+        return config.traced()
 
 
 def make_train(cfg: PPOConfig, progress: ProgressFn | None = None) -> Train:

@@ -1,0 +1,58 @@
+"""PPOConfig: defaults are the seed's; bad values are refused with the field and the fix."""
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+from purejaxppo import PPOConfig
+
+
+def test_defaults_are_the_seed_hyperparameters():
+    c = PPOConfig()
+    assert (c.num_envs, c.num_steps, c.update_epochs, c.minibatch_size) == (16, 512, 10, 1024)
+    assert (c.lr, c.adam_eps, c.gamma, c.gae_lambda, c.clip_eps) == (3e-4, 1e-7, 0.99, 0.95, 0.2)
+    assert (c.ent_coef, c.vf_coef, c.max_grad_norm) == (0.01, 0.5, None)
+    assert not (c.normalize_advantages or c.anneal_lr or c.clip_value)
+    assert c.env == "Maze-v0" and c.maze_spec == "medium"
+    assert (c.batch_size, c.num_minibatches, c.num_updates) == (8192, 8, 100)
+    assert (c.conv_channels, c.mlp_widths) == ((1,), (64,))
+
+
+def test_numeric_hyperparameters_are_leaves_and_shapes_are_static():
+    leaves = jax.tree.leaves(PPOConfig(max_grad_norm=0.5))
+    assert len(leaves) == 8  # lr, adam_eps, gamma, gae_lambda, clip_eps, ent_coef, vf_coef, clip
+    stacked = jax.tree.map(lambda x: jnp.array([x, x]), PPOConfig())
+    assert stacked.lr.shape == (2,) and stacked.num_envs == 16
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"minibatch_size": 1000}, r"minibatch_size=1000 .* divide the batch"),
+        ({"total_timesteps": 100}, r"total_timesteps=100 .* smaller than one batch"),
+        ({"total_timesteps": 10_000}, r"multiple of the batch .* use 8192 or 16384"),
+        ({"num_envs": 0}, r"num_envs=0 .* positive integer"),
+        ({"num_steps": -1}, r"num_steps=-1"),
+        ({"update_epochs": 0}, r"update_epochs=0"),
+        ({"lr": 0.0}, r"lr=0.0 .* must be > 0"),
+        ({"lr": -1e-3}, r"lr=-0.001"),
+        ({"gamma": 1.5}, r"gamma=1.5 .* \(0, 1\]"),
+        ({"gamma": 0.0}, r"gamma=0.0"),
+        ({"gae_lambda": -0.1}, r"gae_lambda=-0.1"),
+        ({"clip_eps": -0.2}, r"clip_eps=-0.2"),
+        ({"ent_coef": -0.01}, r"ent_coef=-0.01"),
+        ({"vf_coef": -1.0}, r"vf_coef=-1.0"),
+        ({"max_grad_norm": 0.0}, r"max_grad_norm=0.0"),
+        ({"lr": "fast"}, r"lr='fast' .* must be a number"),
+        ({"env": "Snake-v1", "maze": "easy"}, r"maze options apply to Maze-v0 only"),
+    ],
+)
+def test_invalid_configs_are_refused(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        PPOConfig(**kwargs)
+
+
+def test_replace_returns_a_new_config():
+    c = PPOConfig()
+    d = c.replace(lr=1e-3)
+    assert c.lr == 3e-4 and d.lr == 1e-3

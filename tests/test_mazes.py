@@ -1,0 +1,103 @@
+"""Maze layouts: the seed's mazes, user layouts, and every bad-layout error."""
+
+import collections
+
+import jax
+import numpy as np
+import pytest
+
+from purejaxppo import EASY, MEDIUM, PPOConfig, parse_layout
+from purejaxppo._envs import make_env
+from purejaxppo._mazes import LayoutGenerator
+
+
+def test_medium_maze_draws_all_nine_combinations_uniformly():
+    gen = LayoutGenerator(parse_layout(MEDIUM))
+    n = 9000
+    states = jax.jit(jax.vmap(gen))(jax.random.split(jax.random.PRNGKey(0), n))
+    start = np.stack([states.agent_position.row, states.agent_position.col], -1)
+    target = np.stack([states.target_position.row, states.target_position.col], -1)
+    pairs = collections.Counter((tuple(s), tuple(t)) for s, t in zip(start, target, strict=True))
+    starts = {(0, 0), (9, 0), (0, 9)}
+    targets = {(3, 9), (7, 8), (7, 0)}
+    assert set(pairs) == {(s, t) for s in starts for t in targets}
+    freq = np.array(list(pairs.values())) / n
+    # Each is 1/9 ≈ 0.111; binomial sd at n=9000 is 0.0033, so ±0.015 is > 4 sd.
+    assert np.all(np.abs(freq - 1 / 9) < 0.015), freq
+
+
+def test_easy_maze_layout():
+    layout = parse_layout(EASY)
+    assert layout.shape == (10, 10)
+    assert not layout.walls.any()
+    assert [tuple(s) for s in layout.starts] == [(0, 0)]
+    assert [tuple(t) for t in layout.targets] == [(9, 9)]
+
+
+def test_medium_maze_matches_the_seed_walls():
+    seed_rows = [
+        "..#..#.##.",
+        "..#..#....",
+        ".....##.##",
+        "####....#.",
+        ".....#..#.",
+        "..#.##....",
+        "#.#.##.###",
+        "..#....#..",
+        "###..#.##.",
+        ".....#....",
+    ]
+    walls = np.array([[c == "#" for c in r] for r in seed_rows])
+    np.testing.assert_array_equal(parse_layout(MEDIUM).walls, walls)
+
+
+def test_custom_rectangular_layout_trains_shapes():
+    layout = ("S..#....", "...#.##.", "......#G")
+    cfg = PPOConfig(maze=layout, num_envs=2, num_steps=8, minibatch_size=16, total_timesteps=16)
+    env = make_env(cfg)
+    state, obs, mask = env.reset(jax.random.PRNGKey(0))
+    assert obs.shape == (3, 3, 8)
+    assert int(state.agent_position.row) == 0 and int(state.agent_position.col) == 0
+    assert int(state.target_position.row) == 2 and int(state.target_position.col) == 7
+    np.testing.assert_array_equal(np.asarray(obs[0]), parse_layout(layout).walls)
+
+
+@pytest.mark.parametrize(
+    "layout, match",
+    [
+        (("S..", "..", "..G"), r"ragged: row 1 has 2 characters, row 0 has 3"),
+        (("...", "...", "..G"), r"no start cell"),
+        (("S..", "...", "..."), r"no target cell"),
+        (("S.x", "...", "..G"), r"unknown character 'x' at row 0, col 2"),
+        (("S.#", "###", "#.G"), r"target \(2, 2\) is unreachable from start \(0, 0\)"),
+        ((), r"non-empty tuple of strings"),
+    ],
+)
+def test_bad_layouts_raise_clear_errors(layout, match):
+    with pytest.raises(ValueError, match=match):
+        parse_layout(layout)
+    with pytest.raises(ValueError, match=match):
+        PPOConfig(maze=layout)  # refused at construction, before anything compiles
+
+
+def test_start_on_a_wall_is_refused():
+    from purejaxppo import MazeLayout
+
+    walls = np.zeros((3, 3), bool)
+    walls[1, 1] = True
+    with pytest.raises(ValueError, match=r"start \(1, 1\) is on a wall"):
+        MazeLayout(walls=walls, starts=np.array([[1, 1]]), targets=np.array([[2, 2]]))
+
+
+def test_unknown_maze_name():
+    with pytest.raises(ValueError, match="maze='hard' is unknown"):
+        PPOConfig(maze="hard")
+
+
+def test_random_maze_uses_jumanjis_generator_any_size():
+    cfg = PPOConfig(maze="random", maze_size=(7, 9))
+    env = make_env(cfg)
+    states, obs, _ = jax.vmap(env.reset)(jax.random.split(jax.random.PRNGKey(0), 4))
+    assert obs.shape == (4, 3, 7, 9)
+    walls = np.asarray(states.walls)
+    assert walls.any() and not (walls == walls[0]).all()  # different random mazes

@@ -1,0 +1,92 @@
+"""The one-program trainer: one compile, one top-level scan, determinism, metric shapes."""
+
+import dataclasses
+
+import jax
+import numpy as np
+import pytest
+from conftest import tree_equal
+
+from purejaxppo import Metrics, PPOConfig, make_train
+
+TINY = PPOConfig(
+    maze="easy", num_envs=4, num_steps=32, minibatch_size=32, update_epochs=2, total_timesteps=384
+)  # 3 updates
+
+
+@pytest.fixture(scope="module")
+def tiny_train():
+    return make_train(TINY)
+
+
+@pytest.fixture(scope="module")
+def two_runs(tiny_train):
+    a = tiny_train(jax.random.PRNGKey(0))
+    b = tiny_train(jax.random.PRNGKey(1))
+    return a, b
+
+
+def test_compiles_once_for_two_keys(tiny_train, two_runs):
+    assert tiny_train.num_traces == 1
+    # New hyperparameter values are traced leaves too: still no recompile.
+    tiny_train(jax.random.PRNGKey(0), TINY.replace(lr=1e-3, gamma=0.9))
+    assert tiny_train.num_traces == 1
+
+
+def test_program_is_one_top_level_scan_over_updates():
+    cfg = TINY.replace(total_timesteps=TINY.batch_size * 7)
+    train = make_train(cfg)
+    jaxpr = jax.make_jaxpr(train)(jax.random.PRNGKey(0))
+    (call,) = [e for e in jaxpr.eqns if e.primitive.name in ("pjit", "jit")]  # one program
+    inner = call.params["jaxpr"].jaxpr
+    loops = [e for e in inner.eqns if e.primitive.name in ("scan", "while")]
+    assert len(loops) == 1
+    assert loops[0].primitive.name == "scan" and loops[0].params["length"] == 7
+
+
+def test_metrics_shapes_and_values(two_runs):
+    (state, metrics), _ = two_runs
+    assert isinstance(metrics, Metrics)
+    for name, value in metrics._asdict().items():
+        assert value.shape == (TINY.num_updates,), name
+    assert int(state.update) == TINY.num_updates
+    assert metrics.episodes.dtype.kind == "i"
+    for name in ("policy_loss", "value_loss", "entropy", "approx_kl", "grad_norm"):
+        assert np.isfinite(np.asarray(getattr(metrics, name))).all(), name
+    # Return is NaN exactly where no episode ended: no stale or zero-filled values.
+    ret, n = np.asarray(metrics.episode_return), np.asarray(metrics.episodes)
+    assert (np.isnan(ret) == (n == 0)).all()
+    assert (ret[n > 0] >= 0).all() and (ret[n > 0] <= 1).all()
+
+
+def test_same_key_same_metrics_different_key_different(tiny_train, two_runs):
+    (state_a, metrics_a), (_, metrics_b) = two_runs
+    state_c, metrics_c = tiny_train(jax.random.PRNGKey(0))
+    assert tree_equal(metrics_a, metrics_c)
+    assert tree_equal(state_a.params, state_c.params)
+    assert not tree_equal(metrics_a, metrics_b)
+
+
+def test_static_field_mismatch_is_refused(tiny_train):
+    with pytest.raises(ValueError, match=r"static fields \['num_envs', 'total_timesteps'\] differ"):
+        tiny_train(jax.random.PRNGKey(0), TINY.replace(num_envs=8, total_timesteps=768))
+
+
+def test_make_train_does_not_mutate_or_accept_dicts():
+    with pytest.raises(TypeError, match="expects a PPOConfig"):
+        make_train({"lr": 3e-4})
+    cfg = PPOConfig()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.lr = 1.0
+
+
+def test_train_composes_with_vmap_and_jit(tiny_train, two_runs):
+    keys = jax.numpy.stack([jax.random.PRNGKey(0), jax.random.PRNGKey(1)])
+    _, metrics = jax.vmap(tiny_train)(keys)
+    assert metrics.episode_return.shape == (2, TINY.num_updates)
+    # Each vmapped agent is the agent trained alone with the same key.
+    (_, solo_a), (_, solo_b) = two_runs
+    np.testing.assert_allclose(metrics.entropy[0], solo_a.entropy, rtol=1e-5)
+    np.testing.assert_allclose(metrics.entropy[1], solo_b.entropy, rtol=1e-5)
+    _, jitted = jax.jit(tiny_train)(jax.random.PRNGKey(0))
+    np.testing.assert_allclose(jitted.entropy, solo_a.entropy, rtol=1e-5)
