@@ -78,10 +78,11 @@ class JumanjiMaze(Env):
     def step(self, state, action):
         next_state, ts = self.env.step(state, action)
         done = ts.last()
-        # Same key schedule as Jumanji's AutoResetWrapper. We always run under vmap, where a
-        # `lax.cond` would evaluate both branches anyway, so a select says what really runs.
-        reset_key, _ = jax.random.split(next_state.key)
-        reset_state, reset_ts = self.env.reset(reset_key)
+        # We always run under vmap, where a `lax.cond` would evaluate both branches anyway, so
+        # a select says what really runs. The state's key goes straight to the generator, which
+        # splits it (Jumanji's AutoResetWrapper splits it once more first: one more PRNG call
+        # per env step, for nothing).
+        reset_state, reset_ts = self.env.reset(next_state.key)
         state = jax.tree.map(lambda r, n: jnp.where(done, r, n), reset_state, next_state)
         obs = jax.tree.map(lambda r, n: jnp.where(done, r, n), reset_ts.observation, ts.observation)
         return state, EnvStep(
