@@ -16,5 +16,8 @@ from ._ppo import Train as Train
 from ._ppo import Transition as Transition
 from ._ppo import gae as gae
 from ._ppo import make_train as make_train
+from ._sweep import Agent as Agent
+from ._sweep import SweepResult as SweepResult
+from ._sweep import sweep as sweep
 
 __version__ = "0.1.0"

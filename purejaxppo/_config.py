@@ -18,6 +18,7 @@ import numbers
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 # A maze is a name ("easy", "medium", "random") or a layout given as rows of characters.
 MazeSpec = str | tuple[str, ...] | None
@@ -138,6 +139,14 @@ def _fail(field: str, value, fix: str):
 
 def _validate(c: PPOConfig) -> None:
     """Refuse bad configs before anything compiles. Traced (array) leaves are skipped."""
+    for name in static_field_names():
+        v = getattr(c, name)
+        if isinstance(v, (jax.Array, np.ndarray)) or isinstance(v, jax.core.Tracer):
+            raise ValueError(
+                f"PPOConfig.{name} is static (it fixes shapes or loop lengths) and cannot be an "
+                f"array or be vmapped. Static fields: {list(static_field_names())}. To try "
+                f"several values, use sweep(cfg, {name}=[...]), which runs one program per value."
+            )
     for name in (
         "num_envs",
         "num_steps",

@@ -1,0 +1,124 @@
+"""Sweeps: labelled axes, the solo-equality contract, divergence isolation, one compile."""
+
+import jax
+import numpy as np
+import pytest
+
+from purejaxppo import PPOConfig, make_train, sweep
+
+pytestmark = pytest.mark.timeout(900)
+
+# 3 updates of a small medium-maze config: enough for the parameters to move apart.
+SMALL = PPOConfig(
+    maze="medium", num_envs=4, num_steps=32, minibatch_size=64, update_epochs=2, total_timesteps=384
+)
+# Vmapped agents run batched GEMMs whose float32 summation order can differ from a lone
+# agent's, so equality is to float32 rounding, not bitwise; over 3 updates it stays ~1e-6.
+RTOL, ATOL = 1e-4, 1e-5
+
+
+def close(a, b):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=RTOL, atol=ATOL)
+
+
+@pytest.fixture(scope="module")
+def grid():
+    return sweep(SMALL, seeds=3, lr=[3e-4, 1e-3], ent_coef=[0.0, 0.01])
+
+
+def test_grid_axes_and_shapes(grid):
+    assert list(grid.axes) == ["lr", "ent_coef", "seed"]
+    assert grid.axes["lr"] == [3e-4, 1e-3] and grid.axes["seed"] == [0, 1, 2]
+    assert grid.metrics.episode_return.shape == (2, 2, 3, SMALL.num_updates)
+    assert grid.diverged.shape == (2, 2, 3) and not grid.diverged.any()
+    assert grid.values["lr"].shape == (2, 2)
+
+
+@pytest.mark.parametrize("lr_index, ent_index, seed", [(0, 0, 0), (1, 1, 2), (1, 0, 1)])
+def test_swept_agent_equals_solo_run(grid, lr_index, ent_index, seed):
+    lr, ent = grid.axes["lr"][lr_index], grid.axes["ent_coef"][ent_index]
+    one = grid.agent(lr=lr, ent_coef=ent, seed=seed)
+    assert one.config.lr == lr and one.config.ent_coef == ent and one.seed == seed
+    state, metrics = make_train(SMALL.replace(lr=lr, ent_coef=ent))(jax.random.PRNGKey(seed))
+    for name in ("entropy", "value_loss", "policy_loss", "episode_return", "grad_norm"):
+        close(getattr(one.metrics, name), getattr(metrics, name))
+    for a, b in zip(jax.tree.leaves(one.state.params), jax.tree.leaves(state.params), strict=True):
+        close(a, b)
+
+
+def test_one_and_three_axis_grids_and_random_search():
+    one = sweep(SMALL, seeds=[4, 7], gamma=[0.9])
+    assert list(one.axes) == ["gamma", "seed"] and one.axes["seed"] == [4, 7]
+    assert one.metrics.entropy.shape == (1, 2, SMALL.num_updates)
+    three = sweep(SMALL, seeds=1, lr=[1e-4, 3e-4], clip_eps=[0.1, 0.2, 0.3], vf_coef=[0.5])
+    assert list(three.axes) == ["lr", "clip_eps", "vf_coef", "seed"]
+    assert three.metrics.entropy.shape == (2, 3, 1, 1, SMALL.num_updates)
+    rnd = sweep(SMALL, seeds=2, search="random", num_samples=5, lr=(1e-5, 1e-2), gamma=(0.9, 0.99))
+    assert list(rnd.axes) == ["sample", "seed"]
+    assert rnd.metrics.entropy.shape == (5, 2, SMALL.num_updates)
+    lrs = rnd.values["lr"]
+    assert lrs.shape == (5,) and (lrs >= 1e-5).all() and (lrs <= 1e-2).all()
+    assert len(set(lrs.round(12))) == 5
+    assert rnd.agent(sample=3, seed=1).config.lr == pytest.approx(lrs[3])
+
+
+def test_divergent_agents_are_flagged_and_isolated():
+    mixed = sweep(SMALL, seeds=2, lr=[3e-4, 50.0], ent_coef=[0.01])
+    alone = sweep(SMALL, seeds=2, lr=[3e-4], ent_coef=[0.01])
+    assert mixed.diverged[1].all() and not mixed.diverged[0].any()
+    for name in ("entropy", "value_loss", "episode_return"):
+        close(getattr(mixed.metrics, name)[0], getattr(alone.metrics, name)[0])
+    assert np.isfinite(mixed.metrics.entropy[0]).all()
+
+
+def test_same_shape_sweeps_do_not_recompile():
+    from purejaxppo._sweep import _cached_train
+
+    cfg = SMALL.replace(total_timesteps=256)
+    a = sweep(cfg, seeds=2, lr=[1e-4, 3e-4])  # compiles (or reuses) the program
+    traces = _cached_train(cfg).num_traces
+    b = sweep(cfg, seeds=2, lr=[2e-4, 4e-4])  # same shapes, new values
+    c = sweep(cfg, seeds=[5, 6], lr=[6e-4, 8e-4], gamma=[0.9])  # still 4 agents
+    assert _cached_train(cfg).num_traces == traces == 1
+    assert a.metrics.entropy.shape == b.metrics.entropy.shape
+    assert not np.array_equal(a.metrics.entropy, b.metrics.entropy)
+    assert c.metrics.entropy.shape == (2, 1, 2, cfg.num_updates)
+
+
+def test_static_field_sweep_runs_one_program_per_value():
+    cfg = SMALL.replace(total_timesteps=512)  # 4 updates at 4 envs, 2 at 8 envs
+    res = sweep(cfg, seeds=1, num_envs=[4, 8], lr=[3e-4])
+    assert list(res.axes) == ["num_envs", "lr", "seed"]
+    assert res.metrics.entropy.shape == (2, 1, 1, 4)
+    ent = res.metrics.entropy
+    assert np.isfinite(ent[0]).all()
+    assert np.isfinite(ent[1, ..., :2]).all() and np.isnan(ent[1, ..., 2:]).all()  # padding
+    # Each static setting equals its own solo run.
+    _, solo = make_train(cfg.replace(num_envs=8))(jax.random.PRNGKey(0))
+    close(ent[1, 0, 0, :2], solo.entropy)
+    assert res.agent(num_envs=8, seed=0).config.num_envs == 8
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"learning_rate": [1e-3]}, r"unknown hyperparameter 'learning_rate'"),
+        ({"lr": []}, r"lr=\[\] is empty"),
+        ({"lr": ["fast"]}, r"must be numbers"),
+        ({"lr": [[1e-3, 2e-3]]}, r"flat list of numbers"),
+        ({"lr": 1e-3}, r"must be a list of values"),
+        ({"lr": [-1.0]}, r"PPOConfig.lr=-1.0 is invalid"),
+    ],
+)
+def test_bad_sweeps_are_refused(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        sweep(SMALL, seeds=1, **kwargs)
+
+
+def test_vmapping_a_static_field_is_refused():
+    import jax.numpy as jnp
+
+    with pytest.raises(ValueError, match=r"num_envs is static .* Static fields: \['env'"):
+        PPOConfig(num_envs=jnp.array([16, 32]))
+    with pytest.raises(ValueError, match="is static .* cannot be sampled"):
+        sweep(SMALL, search="random", num_samples=2, num_envs=(4, 8))
