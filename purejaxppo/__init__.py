@@ -1,5 +1,7 @@
 """purejaxppo: a one-program, vmappable PPO trainer in JAX + Equinox."""
 
+from ._checkpoint import CheckpointError as CheckpointError
+from ._checkpoint import train_with_checkpoints as train_with_checkpoints
 from ._config import PPOConfig as PPOConfig
 from ._envs import Env as Env
 from ._envs import EnvStep as EnvStep

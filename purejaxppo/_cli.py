@@ -51,13 +51,21 @@ def _field_doc(name: str) -> str:
 
 def _train(args, names) -> int:
     import jax
-    import numpy as np
 
     from ._ppo import make_train
 
     given = {n: getattr(args, n) for n in names if getattr(args, n) is not None}
     try:
-        cfg = PPOConfig(**given)
+        if args.resume:
+            from ._checkpoint import read_run_config
+
+            if given:
+                raise ValueError(
+                    f"--resume continues a run with its own config.json; drop {sorted(given)}."
+                )
+            cfg, args.seed = read_run_config(args.resume)
+        else:
+            cfg = PPOConfig(**given)
     except (ValueError, TypeError) as e:
         print(f"purejaxppo train: {e}", file=sys.stderr)
         return 2
@@ -87,6 +95,8 @@ def _train(args, names) -> int:
         f"{cfg.num_steps} steps | seed {args.seed} | backend {jax.default_backend()}",
         flush=True,
     )
+    if args.run_dir or args.resume:
+        return _train_checkpointed(args, cfg, progress)
     train = make_train(cfg, progress=progress)
     key = jax.random.PRNGKey(args.seed)
     t0 = time.perf_counter()
@@ -96,19 +106,68 @@ def _train(args, names) -> int:
     state, metrics = compiled(key)
     jax.block_until_ready(metrics)
     t2 = time.perf_counter()
+    _summary(cfg, metrics, t0, t1, t2)
+    return 0
+
+
+def _train_checkpointed(args, cfg, progress) -> int:
+    import signal
+
+    from ._checkpoint import CheckpointError, train_with_checkpoints
+
+    run_dir = args.resume or args.run_dir
+    stop = {"signal": None}
+
+    def handler(signum, frame):
+        stop["signal"] = signal.Signals(signum).name
+        print(f"\n{stop['signal']}: stopping at the next checkpoint...", flush=True)
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    t0 = time.perf_counter()
+    try:
+        state, metrics, finished = train_with_checkpoints(
+            cfg,
+            run_dir,
+            seed=args.seed,
+            checkpoint_every=args.checkpoint_every,
+            resume=bool(args.resume),
+            should_stop=lambda: stop["signal"] is not None,
+            progress=progress,
+        )
+    except CheckpointError as e:
+        print(f"purejaxppo train: {e}", file=sys.stderr)
+        return 2
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    t2 = time.perf_counter()
+    if not finished:
+        print(
+            f"stopped after update {int(state.update)} with a checkpoint in {run_dir}.\n"
+            f"resume with: purejaxppo train --resume {run_dir}",
+            flush=True,
+        )
+        return 130 if stop["signal"] == "SIGINT" else 143
+    print(f"checkpoints in {run_dir}")
+    _summary(cfg, metrics, t0, None, t2)
+    return 0
+
+
+def _summary(cfg, metrics, t0, t1, t2) -> None:
+    import numpy as np
 
     ret = np.asarray(metrics.episode_return)
     last = ret[-min(10, len(ret)) :]
-    run_s = t2 - t1
     print("\nsummary")
     print(f"  final return (last update)        {ret[-1]:.4f}")
     print(f"  mean return (last {len(last):2d} updates)     {np.nanmean(last):.4f}")
     print(f"  env steps                         {cfg.total_timesteps:,}")
-    print(f"  steps/s (run only)                {cfg.total_timesteps / run_s:,.0f}")
-    print(f"  compile s                         {t1 - t0:.2f}")
-    print(f"  run s                             {run_s:.2f}")
+    if t1 is not None:
+        run_s = t2 - t1
+        print(f"  steps/s (run only)                {cfg.total_timesteps / run_s:,.0f}")
+        print(f"  compile s                         {t1 - t0:.2f}")
+        print(f"  run s                             {run_s:.2f}")
     print(f"  total s                           {t2 - t0:.2f}")
-    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -123,6 +182,20 @@ def main(argv: list[str] | None = None) -> int:
     )
     names = _field_flags(tr)
     tr.add_argument("--seed", type=int, default=0, help="PRNG seed (default: 0)")
+    tr.add_argument(
+        "--run-dir",
+        default=None,
+        help="train in chunks and write config.json + atomic checkpoints here",
+    )
+    tr.add_argument(
+        "--checkpoint-every",
+        type=int,
+        default=10,
+        help="updates per chunk/checkpoint with --run-dir (default: 10)",
+    )
+    tr.add_argument(
+        "--resume", default=None, metavar="RUN_DIR", help="continue a run from its last checkpoint"
+    )
     tr.add_argument(
         "--print-every-frac",
         type=int,

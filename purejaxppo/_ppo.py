@@ -352,10 +352,15 @@ class Train:
         # wraps `train` in a jit of their own, the plain version is used instead.
         self._jitted = eqx.filter_jit(self._train, compiler_options=compiler_options())
         self._jitted_nested = eqx.filter_jit(self._train)
+        self._init = eqx.filter_jit(init_state)
+        self._chunk = eqx.filter_jit(self._updates, compiler_options=compiler_options())
 
     def _train(self, key: PRNGKeyArray, cfg: PPOConfig):
         self.num_traces += 1
-        state = init_state(cfg, self.env, key)
+        return self._updates(cfg, init_state(cfg, self.env, key), cfg.num_updates)
+
+    def _updates(self, cfg: PPOConfig, state: RunnerState, num_updates: int):
+        """``num_updates`` updates from ``state``: the one `lax.scan` of the program."""
 
         def body(state, _):
             state, metrics = update_step(cfg, self.env, state)
@@ -363,7 +368,24 @@ class Train:
                 jax.debug.callback(self.progress, state.update, metrics)
             return state, metrics
 
-        return jax.lax.scan(body, state, None, length=cfg.num_updates)
+        return jax.lax.scan(body, state, None, length=num_updates)
+
+    # ---- chunked training (checkpoints): the same scan body, K updates per program call ----
+    def init(self, key: PRNGKeyArray, config: PPOConfig | None = None) -> RunnerState:
+        """The initial state ``train(key)`` starts from (network, optimiser, envs, key)."""
+        return self._init(self._hyperparameters(config), self.env, key)
+
+    def run(
+        self, state: RunnerState, num_updates: int, config: PPOConfig | None = None
+    ) -> tuple[RunnerState, Metrics]:
+        """Continue training ``state`` for ``num_updates`` updates (one compiled scan).
+
+        ``train(key)`` equals ``init(key)`` followed by chunks of ``run`` that add up to
+        ``cfg.num_updates`` (tested bit for bit on CPU); each chunk size compiles once.
+        """
+        if not isinstance(num_updates, int) or num_updates < 1:
+            raise ValueError(f"run(num_updates={num_updates!r}): need a positive int.")
+        return self._chunk(self._hyperparameters(config), state, num_updates)
 
     def __call__(
         self, key: PRNGKeyArray, config: PPOConfig | None = None

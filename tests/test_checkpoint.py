@@ -1,0 +1,130 @@
+"""Chunked training, atomic checkpoints, exact resume, and refusal of bad checkpoints."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+from conftest import tree_equal
+
+from purejaxppo import CheckpointError, PPOConfig, make_train, train_with_checkpoints
+from purejaxppo._checkpoint import checkpoints, load
+
+pytestmark = pytest.mark.timeout(600)
+
+CFG = PPOConfig(
+    maze="medium", num_envs=4, num_steps=32, minibatch_size=64, update_epochs=2, total_timesteps=512
+)  # 4 updates
+
+
+@pytest.fixture(scope="module")
+def uninterrupted():
+    return make_train(CFG)(jax.random.PRNGKey(3))
+
+
+def test_chunks_equal_one_program_bit_for_bit(uninterrupted):
+    train = make_train(CFG)
+    state = train.init(jax.random.PRNGKey(3))
+    state, m1 = train.run(state, 2)
+    state, m2 = train.run(state, 2)
+    ref_state, ref_metrics = uninterrupted
+    assert tree_equal(state.params, ref_state.params)
+    assert tree_equal(state.opt_state, ref_state.opt_state)
+    both = jax.tree.map(lambda a, b: np.concatenate([a, b]), m1, m2)
+    assert tree_equal(both, ref_metrics)
+
+
+def test_stop_and_resume_equals_uninterrupted(tmp_path, uninterrupted):
+    calls = []
+    state, metrics, finished = train_with_checkpoints(
+        CFG, tmp_path, seed=3, checkpoint_every=1, should_stop=lambda: calls.append(1) or True
+    )
+    assert not finished and int(state.update) == 1
+    assert [p.name for p in checkpoints(tmp_path)] == ["ckpt-00000001.eqx"]
+    state, metrics, finished = train_with_checkpoints(
+        CFG, tmp_path, seed=3, checkpoint_every=1, resume=True
+    )
+    assert finished and int(state.update) == CFG.num_updates
+    assert len(checkpoints(tmp_path)) == 2  # only the last two are kept
+    ref_state, ref_metrics = uninterrupted
+    assert tree_equal(state.params, ref_state.params)
+    assert tree_equal(metrics, ref_metrics)
+
+
+@pytest.fixture
+def one_checkpoint(tmp_path):
+    train_with_checkpoints(CFG, tmp_path, seed=3, checkpoint_every=2, should_stop=lambda: True)
+    (path,) = checkpoints(tmp_path)
+    return path
+
+
+def test_truncated_checkpoint_is_refused(one_checkpoint):
+    data = one_checkpoint.read_bytes()
+    one_checkpoint.write_bytes(data[:-1])
+    with pytest.raises(CheckpointError, match="truncated"):
+        load(one_checkpoint, make_train(CFG), seed=3)
+
+
+def test_flipped_byte_is_refused(one_checkpoint):
+    data = bytearray(one_checkpoint.read_bytes())
+    data[-100] ^= 0x01
+    one_checkpoint.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match="corrupted"):
+        load(one_checkpoint, make_train(CFG), seed=3)
+
+
+def test_checkpoint_of_another_config_is_refused(one_checkpoint):
+    with pytest.raises(CheckpointError, match="different config or seed"):
+        load(one_checkpoint, make_train(CFG.replace(lr=1e-3)), seed=3)
+    with pytest.raises(CheckpointError, match="different config or seed"):
+        load(one_checkpoint, make_train(CFG), seed=4)
+
+
+def test_garbage_file_is_refused(tmp_path):
+    bad = tmp_path / "ckpt-00000001.eqx"
+    bad.write_bytes(b"\x00\x01 not a checkpoint")
+    with pytest.raises(CheckpointError, match="not a purejaxppo checkpoint"):
+        load(bad, make_train(CFG), seed=3)
+
+
+def test_sigterm_then_resume_in_subprocesses(tmp_path, uninterrupted):
+    run_dir = tmp_path / "run"
+    args = [
+        "--maze", "medium", "--num-envs", "4", "--num-steps", "32", "--minibatch-size", "64",
+        "--update-epochs", "2", "--total-timesteps", str(128 * 40), "--seed", "3",
+    ]  # fmt: skip
+    cmd = [sys.executable, "-m", "purejaxppo", "train"]
+    proc = subprocess.Popen(
+        [*cmd, *args, "--run-dir", str(run_dir), "--checkpoint-every", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.time() + 240
+    while not checkpoints(run_dir) and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    assert checkpoints(run_dir), proc.stderr.read() if proc.poll() is not None else "no checkpoint"
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=240)
+    assert proc.returncode == 143, err
+    assert "resume with: purejaxppo train --resume" in out
+    stopped_at = len(checkpoints(run_dir)) and int(checkpoints(run_dir)[-1].stem.split("-")[1])
+    assert 1 <= stopped_at < 40
+
+    done = subprocess.run([*cmd, "--resume", str(run_dir)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    cfg = PPOConfig(
+        maze="medium", num_envs=4, num_steps=32, minibatch_size=64, update_epochs=2,
+        total_timesteps=128 * 40,
+    )  # fmt: skip
+    state, metrics = load(checkpoints(run_dir)[-1], make_train(cfg), seed=3)
+    ref_state, ref_metrics = make_train(cfg)(jax.random.PRNGKey(3))
+    assert tree_equal(state.params, ref_state.params)
+    assert tree_equal(metrics, ref_metrics)
+    assert not list(Path(run_dir).glob(".*tmp*"))  # no temporary files left behind
+    assert os.path.exists(run_dir / "config.json")
