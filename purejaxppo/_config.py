@@ -207,9 +207,25 @@ def _validate(c: PPOConfig) -> None:
         from ._mazes import resolve_maze
 
         resolve_maze(c.maze_spec, c.maze_size)  # raises ValueError for bad layouts
-    elif c.maze is not None:
+        return
+    if c.maze is not None:
+        _fail("maze", c.maze, f"maze options apply to Maze-v0 only, not env={c.env!r}; drop it.")
+    _check_env_name(c.env)
+
+
+SUPPORTED_ENVS = ("Maze-v0",)
+
+
+def _check_env_name(name) -> None:
+    import difflib
+
+    import jumanji
+
+    registered = sorted(jumanji.registered_environments())
+    if name in registered:
         _fail(
-            "maze",
-            c.maze,
-            f"maze options apply to Maze-v0 only, not env={c.env!r}; drop it.",
+            "env", name, f"purejaxppo does not support it yet; supported: {list(SUPPORTED_ENVS)}."
         )
+    close = difflib.get_close_matches(str(name), registered, n=3, cutoff=0.5)
+    hint = f" Did you mean {close}?" if close else f" Jumanji environments: {registered}."
+    _fail("env", name, f"no such environment.{hint} Supported: {list(SUPPORTED_ENVS)}.")

@@ -72,6 +72,7 @@ class Metrics(NamedTuple):
     clip_frac: Float[Array, "*batch"]
     explained_variance: Float[Array, "*batch"]
     grad_norm: Float[Array, "*batch"]  # before clipping
+    skipped_steps: Int[Array, "*batch"]  # minibatch steps skipped for a non-finite loss/gradient
 
 
 class LossInfo(NamedTuple):
@@ -81,6 +82,7 @@ class LossInfo(NamedTuple):
     approx_kl: Float[Array, ""]
     clip_frac: Float[Array, ""]
     grad_norm: Float[Array, ""]
+    skipped: Float[Array, ""]
 
 
 # ---------------------------------------------------------------------------- optimiser ---
@@ -234,6 +236,7 @@ def ppo_loss(net: ActorCritic, cfg: PPOConfig, mb: Transition, adv, target):
         approx_kl=jnp.mean(ratio - 1.0 - log_ratio),
         clip_frac=jnp.mean(jnp.abs(ratio - 1.0) > cfg.clip_eps),
         grad_norm=jnp.zeros(()),
+        skipped=jnp.zeros(()),
     )
     return total, info
 
@@ -273,10 +276,16 @@ def learn(cfg: PPOConfig, state: RunnerState, batch: Transition, adv, target):
         params, opt_state = carry
         # Gather just this minibatch's rows: the batch itself is never copied (defect 5).
         mb, mb_adv, mb_target = jax.tree.map(lambda x: x[idx], (batch, adv, target))
-        (_, info), grads = grad_fn(params, mb, mb_adv, mb_target)
-        updates, opt_state = tx.update(grads, opt_state, params)
-        params = params + updates
-        return (params, opt_state), info._replace(grad_norm=jnp.linalg.norm(grads))
+        (loss, info), grads = grad_fn(params, mb, mb_adv, mb_target)
+        updates, new_opt_state = tx.update(grads, opt_state, params)
+        # A non-finite loss or gradient skips the step: the agent keeps its last finite
+        # parameters and optimiser state instead of turning into NaN, and the skip is counted
+        # (metrics.skipped_steps), so a diverging agent is visible and stays inert.
+        finite = jnp.isfinite(loss) & jnp.all(jnp.isfinite(grads))
+        params = jnp.where(finite, params + updates, params)
+        opt_state = jax.tree.map(lambda n, o: jnp.where(finite, n, o), new_opt_state, opt_state)
+        info = info._replace(grad_norm=jnp.linalg.norm(grads), skipped=1.0 - finite)
+        return (params, opt_state), info
 
     def epoch(carry, key):
         perm = shuffle(key, cfg.batch_size)
@@ -289,7 +298,8 @@ def learn(cfg: PPOConfig, state: RunnerState, batch: Transition, adv, target):
         jax.random.split(epoch_key, cfg.update_epochs),
     )
     state = dataclasses.replace(state, params=unravel(flat_params), opt_state=opt_state, key=key)
-    return state, jax.tree.map(jnp.mean, info)
+    skipped = jnp.sum(info.skipped).astype(jnp.int32)
+    return state, jax.tree.map(jnp.mean, info)._replace(skipped=skipped)
 
 
 # --------------------------------------------------------------------------- one update ---
@@ -325,6 +335,7 @@ def update_step(cfg: PPOConfig, env: Env, state: RunnerState) -> tuple[RunnerSta
         clip_frac=info.clip_frac,
         explained_variance=explained,
         grad_norm=info.grad_norm,
+        skipped_steps=info.skipped,
     )
     return dataclasses.replace(state, update=state.update + 1), metrics
 

@@ -132,9 +132,10 @@ def sweep(
         num_samples: number of random-search samples.
         sample_seed: seed of the random-search draws.
         divergence_grad_norm: an agent is flagged in ``diverged`` when any parameter or loss
-            becomes NaN/inf, or when its gradient norm ever exceeds this (Adam's normalised
-            steps keep a blown-up agent finite: lr=50 gives norms of 1e12 with finite, useless
-            parameters; healthy runs here stay below 1e2).
+            becomes NaN/inf, when a step was skipped for a non-finite loss or gradient
+            (``metrics.skipped_steps``), or when its gradient norm ever exceeds this. (Adam's
+            normalised steps keep a blown-up agent finite: lr=50 gives norms of 1e12 with
+            finite, useless parameters; healthy runs here stay below 1e2.)
         **axes: field name → list of values (grid) or (low, high) (random).
     """
     seed_list = _seeds(seeds)
@@ -242,6 +243,7 @@ def _diverged(state: RunnerState, metrics: Metrics, ndim: int, max_grad_norm: fl
         flags.append(bad(getattr(metrics, name)))
     with np.errstate(invalid="ignore"):
         flags.append((np.asarray(metrics.grad_norm) > max_grad_norm).any(-1))
+    flags.append((np.asarray(metrics.skipped_steps) > 0).any(-1))
     return np.logical_or.reduce(flags)
 
 

@@ -45,6 +45,11 @@ def test_numeric_hyperparameters_are_leaves_and_shapes_are_static():
         ({"max_grad_norm": 0.0}, r"max_grad_norm=0.0"),
         ({"lr": "fast"}, r"lr='fast' .* must be a number"),
         ({"env": "Snake-v1", "maze": "easy"}, r"maze options apply to Maze-v0 only"),
+        (
+            {"env": "Maze-v1"},
+            r"env='Maze-v1' is invalid: no such environment. Did you mean \['Maze-v0'",
+        ),
+        ({"env": "Snake-v1"}, r"does not support it yet; supported: \['Maze-v0'\]"),
     ],
 )
 def test_invalid_configs_are_refused(kwargs, match):
@@ -56,3 +61,56 @@ def test_replace_returns_a_new_config():
     c = PPOConfig()
     d = c.replace(lr=1e-3)
     assert c.lr == 3e-4 and d.lr == 1e-3
+
+
+def test_random_valid_configs_construct_and_invalid_ones_are_refused():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=200, deadline=None)
+    @given(
+        num_envs=st.integers(1, 64),
+        num_steps=st.integers(1, 256),
+        updates=st.integers(1, 50),
+        mb_divisor=st.integers(1, 8),
+        lr=st.floats(1e-7, 1.0),
+        gamma=st.floats(1e-3, 1.0),
+        lam=st.floats(1e-3, 1.0),
+        clip=st.floats(0.0, 10.0),
+        ent=st.floats(0.0, 1.0),
+    )
+    def valid(num_envs, num_steps, updates, mb_divisor, lr, gamma, lam, clip, ent):
+        batch = num_envs * num_steps
+        mb = batch // mb_divisor if batch % mb_divisor == 0 else batch
+        c = PPOConfig(
+            num_envs=num_envs, num_steps=num_steps, total_timesteps=batch * updates,
+            minibatch_size=mb, lr=lr, gamma=gamma, gae_lambda=lam, clip_eps=clip, ent_coef=ent,
+        )  # fmt: skip
+        assert c.num_updates == updates and c.num_minibatches * mb == batch
+
+    @settings(max_examples=200, deadline=None)
+    @given(
+        field=st.sampled_from(["lr", "gamma", "gae_lambda", "clip_eps", "ent_coef", "vf_coef"]),
+        value=st.one_of(
+            st.floats(max_value=-1e-9),
+            st.floats(min_value=1.0 + 1e-6, max_value=1e6),
+            st.just(float("nan")),
+        ),
+    )
+    def invalid(field, value):
+        bad = {
+            "lr": value <= 0 or value != value,
+            "gamma": not (0 < value <= 1),
+            "gae_lambda": not (0 < value <= 1),
+            "clip_eps": value < 0 or value != value,
+            "ent_coef": value < 0 or value != value,
+            "vf_coef": value < 0 or value != value,
+        }[field]
+        if bad:
+            with pytest.raises(ValueError, match=f"PPOConfig.{field}="):
+                PPOConfig(**{field: value})
+        else:
+            PPOConfig(**{field: value})
+
+    valid()
+    invalid()

@@ -90,3 +90,25 @@ def test_train_composes_with_vmap_and_jit(tiny_train, two_runs):
     np.testing.assert_allclose(metrics.entropy[1], solo_b.entropy, rtol=1e-5)
     _, jitted = jax.jit(tiny_train)(jax.random.PRNGKey(0))
     np.testing.assert_allclose(jitted.entropy, solo_a.entropy, rtol=1e-5)
+
+
+def test_same_key_same_metrics_across_processes():
+    import subprocess
+    import sys
+
+    code = (
+        "import hashlib, jax, numpy as np\n"
+        "from purejaxppo import PPOConfig, make_train\n"
+        "cfg = PPOConfig(maze='easy', num_envs=4, num_steps=32, minibatch_size=32,\n"
+        "                update_epochs=2, total_timesteps=384)\n"
+        "s, m = make_train(cfg)(jax.random.PRNGKey(7))\n"
+        "leaves = jax.tree.leaves((m, s.params))\n"
+        "print(hashlib.sha256(b''.join(np.asarray(x).tobytes() for x in leaves)).hexdigest())\n"
+    )
+    digests = [
+        subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300
+        ).stdout.strip()
+        for _ in range(2)
+    ]
+    assert len(digests[0]) == 64 and digests[0] == digests[1]
