@@ -48,7 +48,7 @@ class RunnerState(eqx.Module):
     """Everything the outer scan carries from one update to the next."""
 
     params: ActorCritic
-    opt_state: optax.OptState
+    opt_state: optax.OptState  # Adam state of the *flattened* params (see `learn`)
     env_state: Any  # the env's own state, batched over num_envs
     obs: Array  # (num_envs, *obs_shape), compact dtype
     mask: Bool[Array, "N A"]
