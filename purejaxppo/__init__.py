@@ -1,5 +1,8 @@
 """purejaxppo: a one-program, vmappable PPO trainer in JAX + Equinox."""
 
+from ._agents import Agents as Agents
+from ._agents import Progress as Progress
+from ._agents import agent_mesh as agent_mesh
 from ._checkpoint import CheckpointError as CheckpointError
 from ._checkpoint import train_with_checkpoints as train_with_checkpoints
 from ._config import PPOConfig as PPOConfig
@@ -18,8 +21,11 @@ from ._ppo import Train as Train
 from ._ppo import Transition as Transition
 from ._ppo import gae as gae
 from ._ppo import make_train as make_train
+from ._stats import bootstrap_ci as bootstrap_ci
+from ._stats import iqm as iqm
 from ._sweep import Agent as Agent
 from ._sweep import SweepResult as SweepResult
+from ._sweep import resume_sweep as resume_sweep
 from ._sweep import sweep as sweep
 
 __version__ = "0.1.0"

@@ -71,18 +71,32 @@ def checkpoints(run_dir: str | Path) -> list[Path]:
 
 
 def save(run_dir: str | Path, cfg: PPOConfig, seed: int, state: RunnerState, metrics: Metrics):
-    """Atomically write a checkpoint of ``state`` and ``metrics``; keep the last two."""
+    """Atomically write a checkpoint of one agent's ``state`` and ``metrics``; keep the last two."""
+    identity = {"config": config_to_json(cfg), "seed": seed}
+    return write_checkpoint(run_dir, identity, int(state.update), (state, metrics))
+
+
+def load(path: str | Path, train: Train, seed: int) -> tuple[RunnerState, Metrics]:
+    """Load a checkpoint written for ``train.cfg``; refuse anything else, loading nothing."""
+    identity = {"config": config_to_json(train.cfg), "seed": seed}
+    return read_checkpoint(path, identity, _template(train, seed))
+
+
+def write_checkpoint(run_dir: str | Path, identity: dict, update: int, tree) -> Path:
+    """Atomically write ``tree`` as ``ckpt-<update>.eqx``, stamped with ``identity``.
+
+    ``identity`` (JSON) says what wrote it (config, seed or sweep axes); `read_checkpoint`
+    refuses the file unless it is given the same identity. The last two checkpoints are kept.
+    """
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    update = int(state.update)
     buf = io.BytesIO()
-    eqx.tree_serialise_leaves(buf, (state, metrics))
+    eqx.tree_serialise_leaves(buf, tree)
     payload = buf.getvalue()
     header = {
         "format": FORMAT,
         "update": update,
-        "seed": seed,
-        "config": config_to_json(cfg),
+        **identity,
         "payload_bytes": len(payload),
         "payload_sha256": hashlib.sha256(payload).hexdigest(),
     }
@@ -93,8 +107,8 @@ def save(run_dir: str | Path, cfg: PPOConfig, seed: int, state: RunnerState, met
     return path
 
 
-def load(path: str | Path, train: Train, seed: int) -> tuple[RunnerState, Metrics]:
-    """Load a checkpoint written for ``train.cfg``; refuse anything else, loading nothing."""
+def read_checkpoint(path: str | Path, identity: dict, like):
+    """Read a checkpoint into a pytree shaped like ``like``; refuse it whole or load it whole."""
     path = Path(path)
     raw = path.read_bytes()
     newline = raw.find(b"\n")
@@ -112,17 +126,16 @@ def load(path: str | Path, train: Train, seed: int) -> tuple[RunnerState, Metric
         )
     if hashlib.sha256(payload).hexdigest() != header["payload_sha256"]:
         raise CheckpointError(f"{path}: corrupted: the payload's SHA-256 does not match.")
-    if header["config"] != config_to_json(train.cfg) or header["seed"] != seed:
+    differ = sorted(k for k in identity if header.get(k) != identity[k])
+    if differ:
         raise CheckpointError(
-            f"{path}: written by a different config or seed; resume with the run's own "
-            "config.json (purejaxppo train --resume RUN_DIR)."
+            f"{path}: written by a different {' and '.join(differ)}; resume with the run's "
+            "own config.json (purejaxppo train --resume RUN_DIR)."
         )
-    like = _template(train, seed)
     try:
-        state, metrics = eqx.tree_deserialise_leaves(io.BytesIO(payload), like)
+        return eqx.tree_deserialise_leaves(io.BytesIO(payload), like)
     except Exception as e:  # pragma: no cover - the checksum catches corruption first
         raise CheckpointError(f"{path}: payload does not match this config's state: {e}") from e
-    return state, metrics
 
 
 def train_with_checkpoints(

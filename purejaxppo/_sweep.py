@@ -18,18 +18,31 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import equinox as eqx
 import jax
-import jax.numpy as jnp
 import numpy as np
+from jax.sharding import Mesh
 
+from ._agents import Agents, ProgressFn
+from ._checkpoint import (
+    CheckpointError,
+    _atomic_write,
+    checkpoints,
+    config_from_json,
+    config_to_json,
+    read_checkpoint,
+    write_checkpoint,
+)
 from ._config import TRACED_FIELDS, PPOConfig, static_field_names
-from ._ppo import Metrics, RunnerState, make_train
+from ._ppo import Metrics, RunnerState
+from ._stats import bootstrap_ci, iqm
 
 LOG_UNIFORM_FIELDS = ("lr", "adam_eps")  # random search samples these log-uniformly
 
@@ -60,6 +73,51 @@ class SweepResult:
     axes: dict
     values: dict  # field name -> array of shape axis_sizes[:-1]
     config: PPOConfig
+    finished: bool = True  # False when a checkpointed sweep was stopped early
+
+    def diverged_agents(self) -> list[dict]:
+        """Each diverged agent by name: its swept coordinates, hyperparameters and seed."""
+        names = []
+        for index in zip(*np.nonzero(self.diverged), strict=True):
+            coords = {k: _py(v[i]) for (k, v), i in zip(self.axes.items(), index, strict=True)}
+            hp = {k: _py(v[index[: v.ndim]]) for k, v in self.values.items()}
+            names.append({**coords, **{k: v for k, v in hp.items() if k not in coords}})
+        return names
+
+    def summary(self, last: int = 10, confidence: float = 0.95) -> list[dict]:
+        """One row per hyperparameter setting, over its *healthy* seeds (never NaN/inf
+        because of a diverged agent, which is left out and named in ``diverged``).
+
+        Each seed's score is its mean episode return over the last ``last`` updates that
+        finished episodes. Row keys: the setting's coordinates, ``seeds``, ``healthy``,
+        ``scored`` (healthy seeds that finished an episode), ``return_mean``,
+        ``return_iqm`` with ``iqm_ci`` (percentile bootstrap over seeds), ``return_min``,
+        ``return_max`` and ``diverged`` (the seeds left out).
+        """
+        scores = _final_scores(np.asarray(self.metrics.episode_return), last)
+        setting_axes = list(self.axes)[:-1]
+        rows = []
+        for index in itertools.product(*[range(len(self.axes[k])) for k in setting_axes]):
+            per_seed = scores[index]
+            healthy = ~self.diverged[index]
+            good = per_seed[healthy & np.isfinite(per_seed)]
+            row = {k: _py(self.axes[k][i]) for k, i in zip(setting_axes, index, strict=True)}
+            for k, v in self.values.items():
+                row.setdefault(k, _py(v[index[: v.ndim]]))
+            seeds = self.axes["seed"]
+            row.update(
+                seeds=len(seeds),
+                healthy=int(healthy.sum()),
+                scored=int(good.size),
+                return_mean=float(good.mean()) if good.size else None,
+                return_iqm=float(iqm(good)) if good.size else None,
+                iqm_ci=tuple(bootstrap_ci(good, iqm, confidence)) if good.size > 1 else None,
+                return_min=float(good.min()) if good.size else None,
+                return_max=float(good.max()) if good.size else None,
+                diverged=[seeds[i] for i in np.nonzero(self.diverged[index])[0]],
+            )
+            rows.append(row)
+        return rows
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -119,6 +177,13 @@ def sweep(
     num_samples: int | None = None,
     sample_seed: int = 0,
     divergence_grad_norm: float = 1e6,
+    mesh: Mesh | None | bool = None,
+    progress: ProgressFn | None = None,
+    progress_every: int = 1,
+    run_dir: str | Path | None = None,
+    checkpoint_every: int | None = None,
+    resume: bool = False,
+    should_stop: Callable[[], bool] | None = None,
     **axes: Any,
 ) -> SweepResult:
     """Train every (hyperparameter setting × seed) of a sweep in one vmapped program.
@@ -136,12 +201,24 @@ def sweep(
             (``metrics.skipped_steps``), or when its gradient norm ever exceeds this. (Adam's
             normalised steps keep a blown-up agent finite: lr=50 gives norms of 1e12 with
             finite, useless parameters; healthy runs here stay below 1e2.)
+        mesh: where the agents run: ``None`` shards the agent axis over every device (one
+            device: plain vmap), a `Mesh` with an ``"agents"`` axis (see `agent_mesh`) chooses
+            the devices, ``False`` keeps everything on the default device. Results are the
+            same agent by agent (bitwise on CPU, tested).
+        progress: ``progress(Progress)`` is called on the host once per ``progress_every``
+            updates for all agents together (from inside the program).
+        run_dir: with ``checkpoint_every=K``, train in chunks of K updates and checkpoint
+            every agent's whole state atomically into ``run_dir`` after each chunk.
+        resume: continue the sweep checkpointed in ``run_dir`` (see also `resume_sweep`).
+        should_stop: polled after each chunk; ``True`` stops with a valid checkpoint and a
+            result whose ``finished`` is False.
         **axes: field name → list of values (grid) or (low, high) (random).
     """
     seed_list = _seeds(seeds)
     _check_axes(cfg, axes, search)
     static_axes = {k: list(v) for k, v in axes.items() if k in static_field_names()}
     traced_axes = {k: v for k, v in axes.items() if k not in static_axes}
+    chunked = _check_chunking(run_dir, checkpoint_every, resume, static_axes)
 
     if search == "grid":
         names = list(traced_axes)
@@ -164,11 +241,29 @@ def sweep(
     else:
         raise ValueError(f"sweep(search={search!r}): use 'grid' or 'random'.")
 
-    static_combos = list(itertools.product(*static_axes.values())) or [()]
-    results = []
-    for combo in static_combos:
-        base = cfg.replace(**dict(zip(static_axes, combo, strict=True)))
-        results.append(_run(base, values, seed_list, divergence_grad_norm))
+    run = dict(mesh=mesh, progress=progress, progress_every=progress_every)
+    finished = True
+    if chunked:
+        spec = {
+            "config": config_to_json(cfg),
+            "seeds": seed_list,
+            "search": search,
+            "num_samples": num_samples,
+            "sample_seed": sample_seed,
+            "divergence_grad_norm": divergence_grad_norm,
+            "axes": {k: [float(x) for x in v] for k, v in axes.items()},
+        }
+        r = _run_chunked(
+            cfg, values, seed_list, spec, Path(run_dir), checkpoint_every, resume, should_stop,
+            **run,
+        )  # fmt: skip
+        results, finished = [r[:2]], r[2]
+    else:
+        static_combos = list(itertools.product(*static_axes.values())) or [()]
+        results = []
+        for combo in static_combos:
+            base = cfg.replace(**dict(zip(static_axes, combo, strict=True)))
+            results.append(_run(base, values, seed_list, **run))
 
     num_updates = max(r[0].episode_return.shape[-1] for r in results)
     metrics = [_pad_updates(r[0], num_updates) for r in results]
@@ -179,10 +274,9 @@ def sweep(
         state = jax.tree.map(stack, *states)
     except ValueError:  # different static shapes: keep a list per static setting
         state = states
-    diverged = stack(*[r[2] for r in results])
+    ndim = len(hyper_axes) + 1  # before the static axes are stacked and updates padded
+    diverged = stack(*[_diverged(r[1], r[0], ndim, divergence_grad_norm) for r in results])
     all_axes = {**static_axes, **hyper_axes, "seed": seed_list}
-    if not static_axes:
-        all_axes = {**hyper_axes, "seed": seed_list}
     return SweepResult(
         metrics=metrics,
         state=state,
@@ -190,43 +284,168 @@ def sweep(
         axes=all_axes,
         values={k: _broadcast_static(v, static_axes) for k, v in values.items()},
         config=cfg,
+        finished=finished,
     )
 
 
-def _run(base: PPOConfig, values: dict, seeds: list[int], max_grad_norm: float):
-    """One program: vmap over (settings × seeds); returns arrays shaped (*settings, S, ...)."""
+def resume_sweep(
+    run_dir: str | Path,
+    *,
+    mesh: Mesh | None | bool = None,
+    progress: ProgressFn | None = None,
+    progress_every: int = 1,
+    should_stop: Callable[[], bool] | None = None,
+) -> SweepResult:
+    """Continue the checkpointed sweep in ``run_dir`` (its ``sweep.json`` gives the rest).
+
+    The result equals that of the uninterrupted sweep, bit for bit on CPU. The device count
+    may differ from the first run's (checkpoints hold the agents without padding).
+    """
+    path = Path(run_dir) / "sweep.json"
+    if not path.exists():
+        raise CheckpointError(f"{run_dir}: no sweep.json; is this a purejaxppo sweep directory?")
+    spec = json.loads(path.read_text())
+    return sweep(
+        config_from_json(spec["config"]),
+        spec["seeds"],
+        search=spec["search"],
+        num_samples=spec["num_samples"],
+        sample_seed=spec["sample_seed"],
+        divergence_grad_norm=spec["divergence_grad_norm"],
+        mesh=mesh,
+        progress=progress,
+        progress_every=progress_every,
+        run_dir=run_dir,
+        checkpoint_every=spec["checkpoint_every"],
+        resume=True,
+        should_stop=should_stop,
+        **spec["axes"],
+    )
+
+
+def _check_chunking(run_dir, checkpoint_every, resume, static_axes) -> bool:
+    if run_dir is None:
+        if checkpoint_every is not None or resume:
+            raise ValueError("sweep: checkpoint_every= and resume= need run_dir=<directory>.")
+        return False
+    if checkpoint_every is None or not isinstance(checkpoint_every, int) or checkpoint_every < 1:
+        raise ValueError(
+            f"sweep(run_dir=...): checkpoint_every={checkpoint_every!r}; give a positive int "
+            "(updates per chunk and checkpoint)."
+        )
+    if static_axes:
+        raise ValueError(
+            f"sweep(run_dir=...): static fields {sorted(static_axes)} give one program per "
+            "value; checkpoint one sweep per static value (separate run_dirs) instead."
+        )
+    return True
+
+
+def _agent_inputs(base: PPOConfig, values: dict, seeds: list[int]):
+    """Flat agent axis (settings-major, seeds minor): keys and per-agent hyperparameters."""
     settings_shape = next(iter(values.values())).shape if values else ()
     n_settings, n_seeds = math.prod(settings_shape), len(seeds)
     leaves = {}
     for name in TRACED_FIELDS:
         default = getattr(base, name)
         if name in values:
-            flat = np.repeat(values[name].reshape(-1), n_seeds)  # settings-major, seeds minor
+            flat = np.repeat(values[name].reshape(-1), n_seeds)
         elif default is None:
             continue
         else:
             flat = np.full(n_settings * n_seeds, default)
-        leaves[name] = jnp.asarray(flat, jnp.float32)
-    batched = dataclasses.replace(base.traced(), **leaves)
-    keys = jnp.stack([jax.random.PRNGKey(s) for s in seeds] * n_settings)
-    state, metrics = jax.vmap(_cached_train(base))(keys, batched)
-    shape = (*settings_shape, n_seeds)
-    metrics = jax.tree.map(lambda x: np.asarray(x).reshape(*shape, *x.shape[1:]), metrics)
-    state = jax.tree.map(lambda x: x.reshape(*shape, *x.shape[1:]), state)
-    return metrics, state, _diverged(state, metrics, len(shape), max_grad_norm)
+        leaves[name] = np.asarray(flat, np.float32)
+    hparams = dataclasses.replace(base.traced(), **leaves)
+    keys = np.stack([np.asarray(jax.random.PRNGKey(s)) for s in seeds] * n_settings)
+    return keys, hparams, (*settings_shape, n_seeds)
 
 
-_TRAINS: dict = {}
+def _run(base: PPOConfig, values: dict, seeds: list[int], **run):
+    """One program over (settings × seeds); returns arrays shaped (*settings, S, ...)."""
+    keys, hparams, shape = _agent_inputs(base, values, seeds)
+    agents = _cached_agents(base, **run)
+    state, metrics = agents(keys, hparams)
+    return _unflatten(agents.strip(metrics, len(keys)), shape), _unflatten(
+        agents.strip(state, len(keys)), shape
+    )
 
 
-def _cached_train(cfg: PPOConfig):
-    """One `Train` per static configuration, so same-shape sweeps reuse the compiled program."""
-    key = (tuple(cfg.static_fields().items()), cfg.max_grad_norm is None)
-    if key not in _TRAINS:
-        if len(_TRAINS) >= 8:
-            _TRAINS.pop(next(iter(_TRAINS)))
-        _TRAINS[key] = make_train(cfg)
-    return _TRAINS[key]
+def _run_chunked(base, values, seeds, spec, run_dir: Path, every, resume, should_stop, **run):
+    """`_run` in chunks of ``every`` updates with a checkpoint of every agent after each."""
+    keys, hparams, shape = _agent_inputs(base, values, seeds)
+    n = len(keys)
+    agents = _cached_agents(base, **run)
+    identity = {"sweep": spec}
+    state_shape, metrics_shape = agents.shapes(keys, hparams)
+    updates = base.num_updates
+    like = jax.tree.map(lambda x: np.zeros(x.shape, x.dtype), state_shape)
+    metrics_like = jax.tree.map(lambda x: np.zeros((n, updates), x.dtype), metrics_shape)
+    if resume:
+        found = checkpoints(run_dir)
+        if not found:
+            raise CheckpointError(f"{run_dir}: no checkpoint to resume from.")
+        stored = json.loads((run_dir / "sweep.json").read_text())
+        if {k: v for k, v in stored.items() if k != "checkpoint_every"} != spec:
+            raise CheckpointError(f"{run_dir}: sweep.json describes a different sweep.")
+        state, metrics = read_checkpoint(found[-1], identity, (like, metrics_like))
+        done = int(state.update[0])
+    else:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        _atomic_write(
+            run_dir / "sweep.json",
+            json.dumps({**spec, "checkpoint_every": every}, indent=1).encode(),
+        )
+        state = agents.init(keys, hparams)
+        metrics = jax.tree.map(
+            lambda x: np.full(x.shape, np.nan if x.dtype.kind == "f" else 0, x.dtype),
+            metrics_like,
+        )
+        done = 0
+    finished = True
+    while done < updates:
+        k = min(every, updates - done)
+        state, chunk = agents.run(state, hparams, k)
+        chunk = agents.strip(chunk, n)
+        metrics = jax.tree.map(lambda m, c, d=done: _set_updates(m, c, d), metrics, chunk)
+        done += k
+        write_checkpoint(run_dir, identity, done, (agents.strip(state, n), metrics))
+        if done < updates and should_stop is not None and should_stop():
+            finished = False
+            break
+    state = agents.strip(state, n)
+    return _unflatten(metrics, shape), _unflatten(state, shape), finished
+
+
+def _set_updates(m: np.ndarray, c: np.ndarray, start: int) -> np.ndarray:
+    m = np.array(m)
+    m[:, start : start + c.shape[1]] = c
+    return m
+
+
+def _unflatten(tree, shape):
+    return jax.tree.map(lambda x: np.asarray(x).reshape(*shape, *x.shape[1:]), tree)
+
+
+_AGENTS: dict = {}
+
+
+def _cached_agents(cfg: PPOConfig, mesh=None, progress=None, progress_every=1) -> Agents:
+    """One `Agents` per static configuration and placement, so same-shape sweeps reuse the
+    compiled program (a new ``progress`` function means a new program)."""
+    mesh_key = mesh if isinstance(mesh, bool) or mesh is None else id(mesh)
+    key = (
+        tuple(cfg.static_fields().items()),
+        cfg.max_grad_norm is None,
+        mesh_key,
+        jax.device_count() if mesh is None else 0,
+        progress,
+        progress_every,
+    )
+    if key not in _AGENTS:
+        if len(_AGENTS) >= 8:
+            _AGENTS.pop(next(iter(_AGENTS)))
+        _AGENTS[key] = Agents(cfg, mesh=mesh, progress=progress, progress_every=progress_every)
+    return _AGENTS[key]
 
 
 def _diverged(state: RunnerState, metrics: Metrics, ndim: int, max_grad_norm: float):
@@ -318,4 +537,17 @@ def _same(a, b) -> bool:
 
 
 def _py(v):
-    return float(v) if np.ndim(v) == 0 else v
+    if isinstance(v, (np.integer, int)) and not isinstance(v, bool):
+        return int(v)
+    return float(v) if np.ndim(v) == 0 and isinstance(v, (numbers.Real, np.floating)) else v
+
+
+def _final_scores(returns: np.ndarray, last: int) -> np.ndarray:
+    """Per agent: mean return over its last ``last`` updates that finished an episode."""
+    out = np.full(returns.shape[:-1], np.nan)
+    for index in np.ndindex(*returns.shape[:-1]):
+        r = returns[index]
+        r = r[np.isfinite(r)][-last:]
+        if r.size:
+            out[index] = r.mean()
+    return out

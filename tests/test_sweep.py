@@ -6,7 +6,8 @@ import jax
 import numpy as np
 import pytest
 
-from purejaxppo import PPOConfig, make_train, sweep
+from purejaxppo import Metrics, PPOConfig, SweepResult, make_train, sweep
+from purejaxppo._stats import iqm
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -78,17 +79,64 @@ def test_divergent_agents_are_flagged_and_isolated():
     for name in ("entropy", "value_loss", "episode_return"):
         close(getattr(mixed.metrics, name)[0], getattr(alone.metrics, name)[0])
     assert np.isfinite(mixed.metrics.entropy[0]).all()
+    # Aggregates leave the diverged agents out (no NaN/inf) and name them instead.
+    assert mixed.diverged_agents() == [
+        {"lr": lr, "ent_coef": 0.01, "seed": s} for lr in (50.0, 1e30) for s in (0, 1)
+    ]
+    rows = mixed.summary(last=2)
+    assert [r["healthy"] for r in rows] == [2, 0, 0]
+    assert [r["diverged"] for r in rows] == [[], [0, 1], [0, 1]]
+    assert rows[1]["return_mean"] is None and rows[1]["iqm_ci"] is None
+    assert rows[0]["return_mean"] is None or np.isfinite(rows[0]["return_mean"])
+
+
+def test_summary_leaves_diverged_agents_out_of_every_aggregate():
+    # Known data: 2 settings x 4 seeds x 3 updates; agent (1, 2) diverged with inf/NaN returns.
+    ret = np.array(
+        [
+            [[0.1, 0.2, 0.3], [0.2, np.nan, 0.5], [0.0, 0.0, 0.9], [0.4, 0.4, 0.4]],
+            [[1.0, 1.0, 1.0], [0.5, 0.5, 0.5], [np.inf, np.nan, -np.inf], [0.0, 1.0, np.nan]],
+        ]
+    )
+    metrics = Metrics(*[ret] * len(Metrics._fields))
+    diverged = np.zeros((2, 4), bool)
+    diverged[1, 2] = True
+    res = SweepResult(
+        metrics=metrics, state=None, diverged=diverged, config=SMALL,
+        axes={"lr": [1e-4, 3e-4], "seed": [0, 1, 2, 3]}, values={"lr": np.array([1e-4, 3e-4])},
+    )  # fmt: skip
+    assert res.diverged_agents() == [{"lr": 3e-4, "seed": 2}]
+    rows = res.summary(last=2)
+    # Per seed: mean of the last 2 finite returns.
+    first = np.array([0.25, 0.35, 0.45, 0.4])
+    second = np.array([1.0, 0.5, 0.5])  # seed 2 left out; seed 3's last two finite: 0, 1
+    for row, scores in zip(rows, (first, second), strict=True):
+        assert row["return_mean"] == pytest.approx(scores.mean())
+        assert row["return_iqm"] == pytest.approx(iqm(scores))
+        assert all(np.isfinite(row["iqm_ci"]))
+    assert rows[1]["healthy"] == 3 and rows[1]["diverged"] == [2]
+    assert rows[0]["return_iqm"] == pytest.approx(np.mean([0.35, 0.4]))  # middle 50 % of 4
+
+
+def test_progress_fires_once_per_update_for_all_agents():
+    calls = []
+    res = sweep(SMALL, seeds=3, progress=calls.append)  # 3 agents, 3 updates
+    assert [int(p.update) for p in calls] == [1, 2, 3]  # not 9: one callback for all agents
+    assert all(int(p.num_agents) == 3 and int(p.diverged) == 0 for p in calls)
+    returns = res.metrics.episode_return[:, -1]
+    if np.isfinite(returns).any():
+        assert float(calls[-1].return_max) == pytest.approx(np.nanmax(returns))
 
 
 def test_same_shape_sweeps_do_not_recompile():
-    from purejaxppo._sweep import _cached_train
+    from purejaxppo._sweep import _cached_agents
 
     cfg = SMALL.replace(total_timesteps=256)
     a = sweep(cfg, seeds=2, lr=[1e-4, 3e-4])  # compiles (or reuses) the program
-    traces = _cached_train(cfg).num_traces
+    traces = _cached_agents(cfg).num_traces
     b = sweep(cfg, seeds=2, lr=[2e-4, 4e-4])  # same shapes, new values
     c = sweep(cfg, seeds=[5, 6], lr=[6e-4, 8e-4], gamma=[0.9])  # still 4 agents
-    assert _cached_train(cfg).num_traces == traces == 1
+    assert _cached_agents(cfg).num_traces == traces == 1
     assert a.metrics.entropy.shape == b.metrics.entropy.shape
     assert not np.array_equal(a.metrics.entropy, b.metrics.entropy)
     assert c.metrics.entropy.shape == (2, 1, 2, cfg.num_updates)

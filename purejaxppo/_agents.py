@@ -1,0 +1,280 @@
+"""Many agents as one program, optionally sharded over devices: the engine under `sweep`.
+
+`Agents(cfg)` trains a flat batch of agents (leading axis = agent; each has its own PRNG key
+and its own numeric hyperparameters) with the same scan body as `make_train`, vmapped:
+
+    state = agents.init(keys, hparams)           # one program
+    state, metrics = agents.run(state, hparams, K)  # one program per chunk size
+    state, metrics = agents(keys, hparams)         # init + every update: one program
+
+**Scan outside, vmap inside.** The update loop is a `lax.scan` whose body updates every agent
+at once. That is the same computation as vmapping `make_train` (vmap of a scan *is* a scan of
+the vmapped body), but it gives the body a place, outside the per-agent code, where the
+progress callback sees all agents together: one host callback per update for the whole
+population, not one per agent as a `jax.debug.callback` under `vmap` would fire.
+
+**Sharding.** With more than one device (or a `mesh` with an ``"agents"`` axis), the agent
+axis is padded to a multiple of the device count and each update runs under `jax.shard_map`:
+every device updates only its own agents, with no communication between them (agents are
+independent), in one SPMD program compiled once. Padding agents repeat agent 0's key and
+hyperparameters; `strip` drops them. The only cross-device traffic is the progress aggregate
+(a few scalars per update). Inputs are placed with `jax.make_array_from_callback`, which also
+works when the mesh spans several hosts after `jax.distributed.initialize()`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
+
+from ._config import TRACED_FIELDS, PPOConfig
+from ._envs import make_env
+from ._ppo import Metrics, RunnerState, init_state, update_step
+from ._xla_cpu import compiler_options
+
+AXIS = "agents"
+
+
+class Progress(NamedTuple):
+    """What the progress callback receives once per update, aggregated over all agents.
+
+    Returns are over agents that finished an episode in this update *and* are still healthy
+    (finite metrics, no skipped steps so far), so one diverged agent never turns an aggregate
+    into NaN or inf; ``diverged`` counts the others. NaN only when no agent has a return yet.
+    """
+
+    update: Int[Array, ""]
+    return_mean: Float[Array, ""]
+    return_min: Float[Array, ""]
+    return_max: Float[Array, ""]
+    agents_with_episodes: Int[Array, ""]
+    diverged: Int[Array, ""]
+    num_agents: int
+
+
+ProgressFn = Callable[[Progress], None]
+
+
+def agent_mesh(devices: Any = None) -> Mesh:
+    """A 1-D mesh named ``"agents"`` over ``devices`` (default: every device of every host)."""
+    devices = jax.devices() if devices is None else list(devices)
+    return Mesh(np.asarray(devices), (AXIS,))
+
+
+class Agents:
+    """Train a batch of agents of one static config as one (optionally sharded) program.
+
+    Args:
+        cfg: the static config (shapes, env); numeric hyperparameters come per agent.
+        mesh: a `Mesh` with an ``"agents"`` axis, ``None`` for every device (the default), or
+            ``False`` for no sharding. One device means plain `vmap`, no `shard_map`.
+        progress: called on the host with a `Progress` every ``progress_every`` updates.
+    """
+
+    def __init__(
+        self,
+        cfg: PPOConfig,
+        *,
+        mesh: Mesh | None | bool = None,
+        progress: ProgressFn | None = None,
+        progress_every: int = 1,
+    ):
+        if mesh is None:
+            mesh = agent_mesh() if jax.device_count() > 1 else False
+        if mesh is not False and AXIS not in mesh.axis_names:
+            raise ValueError(f"Agents(mesh=...): the mesh needs an axis named {AXIS!r}.")
+        if not isinstance(progress_every, int) or progress_every < 1:
+            raise ValueError(f"progress_every={progress_every!r}: need a positive int.")
+        self.cfg = cfg
+        self.env = make_env(cfg)
+        self.mesh: Mesh | None = None if mesh is False or mesh.size == 1 else mesh
+        self.progress = progress
+        self.progress_every = progress_every
+        self.num_traces = 0
+        self._programs: dict = {}
+
+    # ------------------------------------------------------------------------- layout ---
+    @property
+    def num_devices(self) -> int:
+        return 1 if self.mesh is None else self.mesh.shape[AXIS]
+
+    def padded(self, num_agents: int) -> int:
+        """Agents actually computed: ``num_agents`` rounded up to a multiple of the devices."""
+        d = self.num_devices
+        return -(-num_agents // d) * d
+
+    def strip(self, tree: Any, num_agents: int) -> Any:
+        """Drop the padding agents (leading axis) and bring the arrays to the host."""
+        return jax.tree.map(lambda x: np.asarray(_gather(x))[:num_agents], tree)
+
+    def _place(self, tree: Any, num_agents: int) -> Any:
+        """Pad the agent axis and put each device's shard on it (a no-op when already so)."""
+        total = self.padded(num_agents)
+        sharding = None if self.mesh is None else NamedSharding(self.mesh, PartitionSpec(AXIS))
+
+        def place(x):
+            if isinstance(x, jax.Array) and x.shape[:1] == (total,):
+                if sharding is None or x.sharding.is_equivalent_to(sharding, x.ndim):
+                    return x
+            host = np.asarray(_gather(x))
+            if host.shape[0] != total:  # pad by repeating agent 0: valid, finite, ignored
+                host = np.concatenate([host, np.repeat(host[:1], total - host.shape[0], 0)])
+            if sharding is None:
+                return jnp.asarray(host)
+            return jax.make_array_from_callback(host.shape, sharding, lambda i: host[i])
+
+        return jax.tree.map(place, tree)
+
+    # ---------------------------------------------------------------------- programs ---
+    def init(self, keys: PRNGKeyArray, hparams: PPOConfig) -> RunnerState:
+        """Initial states of ``len(keys)`` agents (padded; see `strip`)."""
+        n = _num_agents(keys, hparams)
+        keys, hparams = self._place((keys, _batched(hparams, n)), n)
+        return self._program("init", n)(keys, hparams)
+
+    def run(
+        self, state: RunnerState, hparams: PPOConfig, num_updates: int
+    ) -> tuple[RunnerState, Metrics]:
+        """``num_updates`` more updates of every agent; metrics are ``(agents, num_updates)``.
+
+        ``agents(keys, hp)`` equals ``init`` followed by chunks of ``run`` adding up to
+        ``cfg.num_updates``, bit for bit on CPU (tested).
+        """
+        if not isinstance(num_updates, int) or num_updates < 1:
+            raise ValueError(f"run(num_updates={num_updates!r}): need a positive int.")
+        n = _num_agents(None, hparams)
+        state, hparams = self._place((state, _batched(hparams, n)), n)
+        return self._program(("run", num_updates), n)(state, hparams)
+
+    def __call__(self, keys: PRNGKeyArray, hparams: PPOConfig) -> tuple[RunnerState, Metrics]:
+        """Every update of every agent in one program (init + one scan)."""
+        n = _num_agents(keys, hparams)
+        keys, hparams = self._place((keys, _batched(hparams, n)), n)
+        return self._program("train", n)(keys, hparams)
+
+    def shapes(self, keys: PRNGKeyArray, hparams: PPOConfig) -> tuple[RunnerState, Metrics]:
+        """Shapes and dtypes (no padding) of the agents' state and of one update's metrics."""
+        hp = _batched(hparams, _num_agents(keys, hparams))
+        state = jax.eval_shape(jax.vmap(lambda k, c: init_state(c, self.env, k)), keys, hp)
+        one = jax.eval_shape(jax.vmap(lambda s, c: update_step(c, self.env, s)[1]), state, hp)
+        return state, one
+
+    def lower(self, keys: PRNGKeyArray, hparams: PPOConfig):
+        """The lowered whole-run program (``.compile()`` it to time compilation alone)."""
+        n = _num_agents(keys, hparams)
+        keys, hparams = self._place((keys, _batched(hparams, n)), n)
+        return self._program("train", n).lower(keys, hparams)
+
+    def _program(self, kind, num_agents: int):
+        cache_key = (kind, num_agents)
+        if cache_key not in self._programs:
+            valid = np.arange(self.padded(num_agents)) < num_agents
+            if kind == "init":
+                fn = self._per_agent(lambda key, hp: init_state(hp, self.env, key))
+            elif kind == "train":
+
+                def fn(keys, hp):
+                    state = self._per_agent(lambda key, c: init_state(c, self.env, key))(keys, hp)
+                    return self._scan(state, hp, self.cfg.num_updates, valid)
+
+            else:
+                fn = lambda state, hp, k=kind[1]: self._scan(state, hp, k, valid)  # noqa: E731
+            self._programs[cache_key] = eqx.filter_jit(fn, compiler_options=compiler_options())
+        return self._programs[cache_key]
+
+    def _per_agent(self, fn):
+        """vmap ``fn`` over the agent axis; under a mesh, each device maps its own shard."""
+        mapped = jax.vmap(fn)
+        if self.mesh is None:
+            return mapped
+        spec = PartitionSpec(AXIS)
+        # check_vma=False: the per-agent code has no collectives, so JAX's varying-axis type
+        # checks (which would demand pcasts on every scan carry initialised from constants)
+        # buy nothing here.
+        return jax.shard_map(mapped, mesh=self.mesh, in_specs=spec, out_specs=spec, check_vma=False)
+
+    def _scan(self, state: RunnerState, hp: PPOConfig, num_updates: int, valid: np.ndarray):
+        self.num_traces += 1
+        step = self._per_agent(lambda s, c: update_step(c, self.env, s))
+        healthy0 = jnp.ones(valid.shape, bool)
+
+        def body(carry, _):
+            state, healthy = carry
+            state, metrics = step(state, hp)
+            healthy = healthy & _finite(metrics)
+            if self.progress is not None:
+                report = _aggregate(state.update[0], metrics, healthy, valid)
+                due = (state.update[0] % self.progress_every == 0) | (
+                    state.update[0] == self.cfg.num_updates
+                )
+                jax.lax.cond(
+                    due, lambda r: jax.debug.callback(self.progress, r), lambda r: None, report
+                )
+            return (state, healthy), metrics
+
+        (state, _), metrics = jax.lax.scan(body, (state, healthy0), None, length=num_updates)
+        # (update, agent) -> (agent, update): the agent axis leads everywhere.
+        return state, jax.tree.map(lambda x: jnp.moveaxis(x, 0, 1), metrics)
+
+
+def _finite(m: Metrics) -> Bool[Array, " A"]:
+    ok = m.skipped_steps == 0
+    for x in (m.policy_loss, m.value_loss, m.entropy, m.grad_norm):
+        ok &= jnp.isfinite(x)
+    return ok
+
+
+def _aggregate(update, m: Metrics, healthy, valid) -> Progress:
+    has = healthy & jnp.asarray(valid) & jnp.isfinite(m.episode_return)
+    count = jnp.sum(has)
+    ret = m.episode_return
+    mean = jnp.sum(jnp.where(has, ret, 0.0)) / jnp.maximum(count, 1)
+    nan = jnp.float32(jnp.nan)
+    return Progress(
+        update=update,
+        return_mean=jnp.where(count > 0, mean, nan),
+        return_min=jnp.where(count > 0, jnp.min(jnp.where(has, ret, jnp.inf)), nan),
+        return_max=jnp.where(count > 0, jnp.max(jnp.where(has, ret, -jnp.inf)), nan),
+        agents_with_episodes=count.astype(jnp.int32),
+        diverged=jnp.sum(~healthy & jnp.asarray(valid)).astype(jnp.int32),
+        num_agents=int(valid.sum()),
+    )
+
+
+def _num_agents(keys, hparams: PPOConfig) -> int:
+    sizes = {np.shape(x)[0] for x in jax.tree.leaves(hparams) if np.ndim(x) > 0}
+    if keys is not None:
+        sizes.add(np.shape(keys)[0])
+    if len(sizes) != 1:
+        raise ValueError(
+            f"Agents: keys and batched hyperparameters disagree on the number of agents "
+            f"(leading sizes {sorted(sizes)}); give each hyperparameter one value per agent."
+        )
+    return sizes.pop()
+
+
+def _batched(hparams: PPOConfig, n: int) -> PPOConfig:
+    """Traced hyperparameters as float32 arrays of shape (n,) (scalars broadcast)."""
+    changes = {}
+    for name in TRACED_FIELDS:
+        v = getattr(hparams, name)
+        if v is not None:
+            changes[name] = np.broadcast_to(np.asarray(v, np.float32), (n,))
+    return dataclasses.replace(hparams.traced(), **changes)
+
+
+def _gather(x):
+    """The whole array on this host (a no-op unless the mesh spans several hosts)."""
+    if isinstance(x, jax.Array) and not x.is_fully_addressable:
+        from jax.experimental import multihost_utils
+
+        return multihost_utils.process_allgather(x, tiled=True)
+    return x
