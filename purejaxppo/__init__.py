@@ -10,6 +10,10 @@ from ._envs import Env as Env
 from ._envs import EnvStep as EnvStep
 from ._envs import JumanjiMaze as JumanjiMaze
 from ._envs import make_env as make_env
+from ._evaluate import EvalResult as EvalResult
+from ._evaluate import Policy as Policy
+from ._evaluate import evaluate as evaluate
+from ._evaluate import policy_of as policy_of
 from ._mazes import EASY as EASY
 from ._mazes import MEDIUM as MEDIUM
 from ._mazes import MazeLayout as MazeLayout
@@ -21,6 +25,11 @@ from ._ppo import Train as Train
 from ._ppo import Transition as Transition
 from ._ppo import gae as gae
 from ._ppo import make_train as make_train
+from ._rundir import load_params as load_params
+from ._rundir import load_policy as load_policy
+from ._rundir import read_run as read_run
+from ._rundir import write_run as write_run
+from ._rundir import write_tensorboard as write_tensorboard
 from ._stats import bootstrap_ci as bootstrap_ci
 from ._stats import iqm as iqm
 from ._sweep import Agent as Agent

@@ -25,6 +25,7 @@ works when the mesh spans several hosts after `jax.distributed.initialize()`.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -47,8 +48,9 @@ class Progress(NamedTuple):
     """What the progress callback receives once per update, aggregated over all agents.
 
     Returns are over agents that finished an episode in this update *and* are still healthy
-    (finite metrics, no skipped steps so far), so one diverged agent never turns an aggregate
-    into NaN or inf; ``diverged`` counts the others. NaN only when no agent has a return yet.
+    (finite metrics, no skipped steps so far in this program call: a chunk, or the whole run),
+    so one diverged agent never turns an aggregate into NaN or inf; ``diverged`` counts the
+    others. NaN only when no agent finished an episode in this update.
     """
 
     update: Int[Array, ""]
@@ -57,7 +59,7 @@ class Progress(NamedTuple):
     return_max: Float[Array, ""]
     agents_with_episodes: Int[Array, ""]
     diverged: Int[Array, ""]
-    num_agents: int
+    num_agents: Int[Array, ""]
 
 
 ProgressFn = Callable[[Progress], None]
@@ -79,6 +81,8 @@ class Agents:
         progress: called on the host with a `Progress` every ``progress_every`` updates.
     """
 
+    total_compile_seconds = 0.0  # over every instance in this process (sweep timings)
+
     def __init__(
         self,
         cfg: PPOConfig,
@@ -99,7 +103,9 @@ class Agents:
         self.progress = progress
         self.progress_every = progress_every
         self.num_traces = 0
+        self.compile_seconds = 0.0  # time spent compiling this object's programs so far
         self._programs: dict = {}
+        self._compiled: dict = {}
 
     # ------------------------------------------------------------------------- layout ---
     @property
@@ -138,7 +144,7 @@ class Agents:
         """Initial states of ``len(keys)`` agents (padded; see `strip`)."""
         n = _num_agents(keys, hparams)
         keys, hparams = self._place((keys, _batched(hparams, n)), n)
-        return self._program("init", n)(keys, hparams)
+        return self._call("init", n, keys, hparams)
 
     def run(
         self, state: RunnerState, hparams: PPOConfig, num_updates: int
@@ -152,13 +158,13 @@ class Agents:
             raise ValueError(f"run(num_updates={num_updates!r}): need a positive int.")
         n = _num_agents(None, hparams)
         state, hparams = self._place((state, _batched(hparams, n)), n)
-        return self._program(("run", num_updates), n)(state, hparams)
+        return self._call(("run", num_updates), n, state, hparams)
 
     def __call__(self, keys: PRNGKeyArray, hparams: PPOConfig) -> tuple[RunnerState, Metrics]:
         """Every update of every agent in one program (init + one scan)."""
         n = _num_agents(keys, hparams)
         keys, hparams = self._place((keys, _batched(hparams, n)), n)
-        return self._program("train", n)(keys, hparams)
+        return self._call("train", n, keys, hparams)
 
     def shapes(self, keys: PRNGKeyArray, hparams: PPOConfig) -> tuple[RunnerState, Metrics]:
         """Shapes and dtypes (no padding) of the agents' state and of one update's metrics."""
@@ -172,6 +178,18 @@ class Agents:
         n = _num_agents(keys, hparams)
         keys, hparams = self._place((keys, _batched(hparams, n)), n)
         return self._program("train", n).lower(keys, hparams)
+
+    def _call(self, kind, num_agents: int, *args):
+        """Run a program, compiling it ahead of time on first use (timed in
+        ``compile_seconds``, so callers can report compile and run time separately)."""
+        cache_key = (kind, num_agents)
+        if cache_key not in self._compiled:
+            t0 = time.perf_counter()
+            self._compiled[cache_key] = self._program(kind, num_agents).lower(*args).compile()
+            seconds = time.perf_counter() - t0
+            self.compile_seconds += seconds
+            Agents.total_compile_seconds += seconds
+        return self._compiled[cache_key](*args)
 
     def _program(self, kind, num_agents: int):
         cache_key = (kind, num_agents)

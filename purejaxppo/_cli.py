@@ -1,38 +1,35 @@
-"""Command line: ``purejaxppo train`` trains one agent on a config (default: the medium maze).
+"""Command line (tyro): ``purejaxppo train | sweep | eval | bench``.
 
-Every scalar `PPOConfig` field is a flag (``--lr 1e-3``, ``--maze easy``); ``--help`` lists them.
+Every `PPOConfig` field is a flag (``--lr 1e-3``, ``--maze easy``, ``--mlp-widths 64 64``),
+documented in ``--help`` from the field's docstring; ``--config FILE.yaml|json`` sets any of
+them from a file (flags given on the command line win). ``train`` and ``sweep`` write a run
+directory (see `purejaxppo._rundir`); ``eval RUN_DIR`` evaluates it; ``bench`` prints a table
+of compile time and steps/s at several agent counts (``--suite gpu`` for the GPU benchmark).
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
+import json
 import math
 import sys
 import time
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
 
-from ._config import PPOConfig
+import tyro
 
+from ._config import TRACED_FIELDS, PPOConfig, static_field_names
 
-def _field_flags(parser: argparse.ArgumentParser) -> list[str]:
-    names = []
-    for f in dataclasses.fields(PPOConfig):
-        default = f.default
-        kind = type(default)
-        if f.name == "max_grad_norm":
-            kind = float
-        elif f.name == "maze":
-            kind = str
-        elif kind not in (int, float, str, bool):
-            continue  # tuples (network widths, layouts) are API-only for now
-        doc = _field_doc(f.name)
-        flag = "--" + f.name.replace("_", "-")
-        if kind is bool:
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=doc)
-        else:
-            parser.add_argument(flag, type=kind, default=None, help=f"{doc} (default: {default})")
-        names.append(f.name)
-    return names
+# -------------------------------------------------------------------- flags from PPOConfig ---
+_CLI_TYPES: dict[str, Any] = {
+    "maze": str | None,  # layouts (lists of rows) come from --config files
+    "maze_size": tuple[int, int],
+    "time_limit": int | None,
+    "conv_channels": tuple[int, ...],
+    "mlp_widths": tuple[int, ...],
+    "max_grad_norm": float | None,
+}
 
 
 def _field_doc(name: str) -> str:
@@ -40,172 +37,551 @@ def _field_doc(name: str) -> str:
     import inspect
 
     # Field docstrings are the string literal after each field in the class body.
-    src = inspect.getsource(PPOConfig)
-    body = ast.parse(src).body[0].body
+    body = ast.parse(inspect.getsource(PPOConfig)).body[0].body
     for a, b in zip(body, body[1:], strict=False):
         if isinstance(a, ast.AnnAssign) and getattr(a.target, "id", None) == name:
             if isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant):
-                return " ".join(str(b.value.value).split())
+                return " ".join(str(b.value.value).replace("``", "").split())
     return ""
 
 
-def _train(args, names) -> int:
+def _config_fields() -> list:
+    out = []
+    for f in dataclasses.fields(PPOConfig):
+        kind = _CLI_TYPES.get(f.name, type(f.default))
+        help_ = _field_doc(f.name) + (" [vmappable]" if f.name in TRACED_FIELDS else "")
+        out.append((f.name, Annotated[kind, tyro.conf.arg(help=help_)], f.default))
+    return [(n, t, dataclasses.field(default=d)) for n, t, d in out]
+
+
+ConfigFlags = dataclasses.make_dataclass("ConfigFlags", _config_fields(), frozen=True)
+ConfigFlags.__doc__ = "PPOConfig fields (defaults: the seed system's medium maze)."
+
+_SWEEPABLE_INT = ("num_envs", "num_steps", "total_timesteps", "update_epochs", "minibatch_size")
+SweepAxes = dataclasses.make_dataclass(
+    "SweepAxes",
+    [
+        (n, Annotated[list[float] | None, tyro.conf.arg(help=f"values of {n} (vmapped)")], None)
+        for n in TRACED_FIELDS
+    ]
+    + [
+        (
+            n,
+            Annotated[
+                list[int] | None,
+                tyro.conf.arg(help=f"values of {n} (static: one program per value)"),
+            ],
+            None,
+        )
+        for n in _SWEEPABLE_INT
+    ],  # fmt: skip
+    frozen=True,
+)
+SweepAxes.__doc__ = "Swept fields: a list of values each (grid) or low high (random search)."
+
+
+@dataclasses.dataclass(frozen=True)
+class RunFlags:
+    seeds: int = 1
+    """Number of seeds (agents per setting); seeds are seed, seed+1, ..."""
+    seed: int = 0
+    """First seed (PRNGKey(seed))."""
+    run_dir: str | None = None
+    """Run directory to write (default: runs/<command>-<time>)."""
+    checkpoint_every: int = 0
+    """Train in chunks of this many updates with an atomic checkpoint after each (0: one
+    program, no checkpoints)."""
+    resume: str | None = None
+    """Continue the checkpointed run in this directory (its own config is used)."""
+    config: str | None = None
+    """YAML or JSON file of config fields (command-line flags override it)."""
+    progress: bool = True
+    """Show a progress bar (one host callback per update for all agents together)."""
+    progress_every: int = 1
+    """Updates between progress callbacks."""
+    eval_episodes: int = 32
+    """Fresh greedy episodes per agent for the success rate in summary.md (0: skip)."""
+    gif: bool = True
+    """Write agent.gif of the best agent."""
+    tensorboard: bool = False
+    """Also write TensorBoard logs to RUN_DIR/tb (needs tensorboardX: pip install .[tb])."""
+    devices: int | None = None
+    """Shard the agents over this many devices (default: all; 1: no sharding)."""
+    distributed: bool = False
+    """Call jax.distributed.initialize() first (multi-host; every host runs the same command)."""
+    coordinator_address: str | None = None
+    """host:port of process 0, for --distributed (default: from the cluster environment)."""
+    num_processes: int | None = None
+    """Number of processes, for --distributed (default: from the cluster environment)."""
+    process_id: int | None = None
+    """This process's index, for --distributed (default: from the cluster environment)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainCmd(ConfigFlags, RunFlags):
+    """Train one config, for one or more seeds, and write a run directory."""
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepCmd(ConfigFlags, RunFlags):
+    """Grid or random search over hyperparameters and seeds, in one program per static
+    setting; e.g. --sweep.lr 1e-4 3e-4 1e-3 --seeds 64."""
+
+    sweep: SweepAxes = dataclasses.field(default_factory=SweepAxes)
+    search: Literal["grid", "random"] = "grid"
+    """grid: every combination; random: --num-samples draws from each field's [low, high]."""
+    num_samples: int | None = None
+    """Random-search samples."""
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalCmd:
+    """Evaluate every agent of a run directory (or one) on fresh episodes; optionally a GIF."""
+
+    run_dir: tyro.conf.Positional[str]
+    agent: int | None = None
+    """Flat index of one agent (row order of the table); default: every agent."""
+    episodes: int = 100
+    """Episodes per agent."""
+    sampled: bool = False
+    """Sample actions instead of acting greedily."""
+    seed: int = 12_345
+    """Evaluation PRNG seed (independent of training)."""
+    gif: str | None = None
+    """Write a GIF of the chosen (default: best) agent to this path."""
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchCmd(ConfigFlags):
+    """Compile seconds and steps/s at several agent counts, as a table."""
+
+    agents: tuple[int, ...] = (1, 4, 16, 64)
+    """Agent counts to measure."""
+    updates: int = 2
+    """Timed updates per count (after compiling)."""
+    suite: Literal["none", "gpu"] = "none"
+    """gpu: the GPU benchmark (medium maze, 1/64/256/1024/4096 agents, plus 256 agents'
+    full 819,200-step run), sized for about 5 minutes on one GPU."""
+    budget_s: float = 300.0
+    """Skip counts whose estimated time would exceed what is left of this budget."""
+    devices: int | None = None
+    """Shard over this many devices (default: all)."""
+
+
+# ---------------------------------------------------------------------------------- main ---
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        defaults = _file_defaults(argv)
+    except (OSError, ValueError) as e:
+        print(f"purejaxppo: {e}", file=sys.stderr)
+        return 2
+    Command = Union[  # noqa: UP007 - tyro needs the Union of annotated subcommands
+        Annotated[TrainCmd, tyro.conf.subcommand("train", default=TrainCmd(**defaults))],
+        Annotated[SweepCmd, tyro.conf.subcommand("sweep", default=SweepCmd(**defaults))],
+        Annotated[EvalCmd, tyro.conf.subcommand("eval")],
+        Annotated[BenchCmd, tyro.conf.subcommand("bench", default=BenchCmd(**defaults))],
+    ]
+    cmd = tyro.cli(Command, args=argv, prog="purejaxppo", description=__doc__.split("\n")[0])
+    try:
+        if isinstance(cmd, EvalCmd):
+            return _eval(cmd)
+        if isinstance(cmd, BenchCmd):
+            return _bench(cmd)
+        return _train(cmd)
+    except (ValueError, TypeError, FileNotFoundError) as e:
+        print(f"purejaxppo {argv[0]}: {e}", file=sys.stderr)
+        return 2
+
+
+def _file_defaults(argv: list[str]) -> dict:
+    """Config-file values (``--config FILE``), checked against the PPOConfig fields."""
+    if "--config" not in argv:
+        return {}
+    i = argv.index("--config")
+    if i + 1 >= len(argv):
+        raise ValueError("--config needs a file path.")
+    path = Path(argv[i + 1])
+    text = path.read_text()
+    if path.suffix in (".yaml", ".yml"):
+        import yaml
+
+        data = yaml.safe_load(text) or {}
+    else:
+        data = json.loads(text)
+    if not isinstance(data, dict):
+        raise ValueError(f"--config {path}: expected a mapping of config fields.")
+    data = data.get("config", data)  # a run directory's config.json works too
+    fields = {f.name for f in dataclasses.fields(PPOConfig)}
+    unknown = sorted(set(data) - fields)
+    if unknown:
+        raise ValueError(f"--config {path}: unknown fields {unknown}; fields are {sorted(fields)}.")
+    out = {}
+    for k, v in data.items():
+        if isinstance(v, list):
+            v = "\n".join(v) if k == "maze" else tuple(v)
+        out[k] = v
+    return out  # validated with the flags merged in (a flag may fix a file's value)
+
+
+def _config_of(cmd) -> PPOConfig:
+    values = {f.name: getattr(cmd, f.name) for f in dataclasses.fields(ConfigFlags)}
+    if isinstance(values["maze"], str) and "\n" in values["maze"]:
+        values["maze"] = tuple(values["maze"].split("\n"))
+    return PPOConfig(**values)
+
+
+# --------------------------------------------------------------------------- train/sweep ---
+def _train(cmd) -> int:
     import jax
 
-    from ._ppo import make_train
+    if cmd.distributed:
+        jax.distributed.initialize(cmd.coordinator_address, cmd.num_processes, cmd.process_id)
+    from ._sweep import resume_sweep, sweep
 
-    given = {n: getattr(args, n) for n in names if getattr(args, n) is not None}
-    try:
-        if args.resume:
-            from ._checkpoint import read_run_config
+    name = "sweep" if isinstance(cmd, SweepCmd) else "train"
+    axes = {}
+    if isinstance(cmd, SweepCmd):
+        axes = {k: v for k, v in dataclasses.asdict(cmd.sweep).items() if v is not None}
+        if not axes:
+            raise ValueError("sweep: give at least one --sweep.<field> list (see --help).")
+    if cmd.seeds < 1:
+        raise ValueError(f"--seeds {cmd.seeds}: need at least one seed.")
+    if cmd.checkpoint_every < 0:
+        raise ValueError(f"--checkpoint-every {cmd.checkpoint_every}: use 0 (off) or more.")
+    if cmd.resume:
+        run_dir = Path(cmd.resume)
+        spec = json.loads((run_dir / "sweep.json").read_text())
+        from ._checkpoint import config_from_json
 
-            if given:
-                raise ValueError(
-                    f"--resume continues a run with its own config.json; drop {sorted(given)}."
-                )
-            cfg, args.seed = read_run_config(args.resume)
-        else:
-            cfg = PPOConfig(**given)
-    except (ValueError, TypeError) as e:
-        print(f"purejaxppo train: {e}", file=sys.stderr)
-        return 2
-
-    every = max(1, cfg.num_updates // args.print_every_frac) if cfg.num_updates > 1 else 1
-    start = {"t": None}
-
-    def progress(update, m):
-        update = int(update)
-        if start["t"] is None:
-            start["t"] = time.perf_counter()
-        if update % every and update != cfg.num_updates:
-            return
-        steps = update * cfg.batch_size
-        ret = float(m.episode_return)
-        ret_s = "   n/a" if math.isnan(ret) else f"{ret:6.3f}"
-        print(
-            f"update {update:5d}/{cfg.num_updates}  steps {steps:>10,}  return {ret_s}  "
-            f"episodes {int(m.episodes):5d}  entropy {float(m.entropy):.3f}",
-            flush=True,
+        cfg = config_from_json(spec["config"])
+        num_agents = len(spec["seeds"]) * _settings(
+            spec["search"], spec["num_samples"], spec["axes"]
         )
-
-    maze = cfg.maze_spec if isinstance(cfg.maze_spec, str) else "custom"
-    print(
-        f"purejaxppo: {cfg.env} maze={maze}"
-        f" | {cfg.total_timesteps:,} steps = {cfg.num_updates} updates × {cfg.num_envs} envs × "
-        f"{cfg.num_steps} steps | seed {args.seed} | backend {jax.default_backend()}",
-        flush=True,
+    else:
+        cfg = _config_of(cmd)
+        run_dir = Path(cmd.run_dir or f"runs/{name}-{time.strftime('%Y%m%d-%H%M%S')}")
+        search = getattr(cmd, "search", "grid")
+        num_agents = cmd.seeds * _settings(search, getattr(cmd, "num_samples", None), axes)
+    mesh = _mesh(cmd.devices)
+    main_process = jax.process_index() == 0
+    bar = _ProgressBar(cfg, num_agents) if cmd.progress and main_process else None
+    _say(
+        f"purejaxppo {name}: {cfg.env} maze={_maze_name(cfg)} | {num_agents} agent(s) × "
+        f"{cfg.total_timesteps:,} steps = {cfg.num_updates} updates × {cfg.num_envs} envs × "
+        f"{cfg.num_steps} steps | backend {jax.default_backend()} × {jax.device_count()} "
+        f"device(s) | run dir {run_dir}",
+        main_process,
     )
-    if args.run_dir or args.resume:
-        return _train_checkpointed(args, cfg, progress)
-    train = make_train(cfg, progress=progress)
-    key = jax.random.PRNGKey(args.seed)
+    stop = _StopOnSignal()
+    chunked = bool(cmd.checkpoint_every) or bool(cmd.resume)
+    options = dict(
+        mesh=mesh,
+        progress=bar,
+        progress_every=cmd.progress_every,
+        should_stop=stop if chunked else None,
+    )
     t0 = time.perf_counter()
-    compiled = train.compile(key)
-    t1 = time.perf_counter()
-    print(f"compiled in {t1 - t0:.1f} s; training...", flush=True)
-    state, metrics = compiled(key)
-    jax.block_until_ready(metrics)
-    t2 = time.perf_counter()
-    _summary(cfg, metrics, t0, t1, t2)
+    with stop:
+        if cmd.resume:
+            result = resume_sweep(run_dir, **options)
+        else:
+            seeds = list(range(cmd.seed, cmd.seed + cmd.seeds))
+            search = dict(search=cmd.search, num_samples=cmd.num_samples) if axes else {}
+            if chunked:
+                options.update(run_dir=run_dir, checkpoint_every=cmd.checkpoint_every)
+            result = sweep(cfg, seeds, **search, **options, **axes)
+    total = time.perf_counter() - t0
+    if bar is not None:
+        bar.close()
+    if not result.finished:
+        _say(
+            f"{stop.signal}: stopped at a chunk boundary with a checkpoint in {run_dir}.\n"
+            f"resume with: purejaxppo {name} --resume {run_dir}",
+            main_process,
+        )
+        return 130 if stop.signal == "SIGINT" else 143
+    timings = {**result.timings, "total_s": total}
+    if main_process:
+        from ._rundir import write_run, write_tensorboard
+
+        rows = write_run(
+            run_dir, result, timings=timings, eval_episodes=cmd.eval_episodes, gif=cmd.gif
+        )
+        if cmd.tensorboard:
+            write_tensorboard(run_dir / "tb", result)
+        _print_summary(cfg, result, rows, timings, run_dir)
     return 0
 
 
-def _train_checkpointed(args, cfg, progress) -> int:
-    import signal
+def _settings(search: str, num_samples: int | None, axes: dict) -> int:
+    if search == "random":
+        return num_samples or 1
+    return math.prod(len(v) for v in axes.values())
 
-    from ._checkpoint import CheckpointError, train_with_checkpoints
 
-    run_dir = args.resume or args.run_dir
-    stop = {"signal": None}
+def _mesh(devices: int | None):
+    import jax
 
-    def handler(signum, frame):
-        stop["signal"] = signal.Signals(signum).name
-        print(f"\n{stop['signal']}: stopping at the next checkpoint...", flush=True)
+    from ._agents import agent_mesh
 
-    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-    t0 = time.perf_counter()
-    try:
-        state, metrics, finished = train_with_checkpoints(
-            cfg,
-            run_dir,
-            seed=args.seed,
-            checkpoint_every=args.checkpoint_every,
-            resume=bool(args.resume),
-            should_stop=lambda: stop["signal"] is not None,
-            progress=progress,
+    if devices is None:
+        return None
+    if devices < 1 or devices > jax.device_count():
+        raise ValueError(
+            f"--devices {devices}: this process sees {jax.device_count()} device(s); "
+            f"give 1..{jax.device_count()}."
         )
-    except CheckpointError as e:
-        print(f"purejaxppo train: {e}", file=sys.stderr)
-        return 2
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-    t2 = time.perf_counter()
-    if not finished:
-        print(
-            f"stopped after update {int(state.update)} with a checkpoint in {run_dir}.\n"
-            f"resume with: purejaxppo train --resume {run_dir}",
-            flush=True,
-        )
-        return 130 if stop["signal"] == "SIGINT" else 143
-    print(f"checkpoints in {run_dir}")
-    _summary(cfg, metrics, t0, None, t2)
-    return 0
+    return False if devices == 1 else agent_mesh(jax.devices()[:devices])
 
 
-def _summary(cfg, metrics, t0, t1, t2) -> None:
+def _print_summary(cfg, result, rows, timings, run_dir) -> None:
     import numpy as np
 
-    ret = np.asarray(metrics.episode_return)
-    last = ret[-min(10, len(ret)) :]
+    ret = np.asarray(result.metrics.episode_return)
+    healthy = ~result.diverged
+    last = ret[..., -1][healthy]
     print("\nsummary")
-    print(f"  final return (last update)        {ret[-1]:.4f}")
-    print(f"  mean return (last {len(last):2d} updates)     {np.nanmean(last):.4f}")
-    print(f"  env steps                         {cfg.total_timesteps:,}")
-    if t1 is not None:
-        run_s = t2 - t1
-        print(f"  steps/s (run only)                {cfg.total_timesteps / run_s:,.0f}")
-        print(f"  compile s                         {t1 - t0:.2f}")
-        print(f"  run s                             {run_s:.2f}")
-    print(f"  total s                           {t2 - t0:.2f}")
+    if last.size and np.isfinite(last).any():
+        print(f"  final return (last update)        {np.nanmean(last):.4f}")
+    means = [r["return_mean"] for r in rows if r["return_mean"] is not None]
+    if means:
+        print(f"  mean return (last 10 updates)     {np.mean(means):.4f}")
+    n = int(np.prod(result.shape))
+    print(f"  agents                            {n}")
+    print(f"  env steps per agent               {cfg.total_timesteps:,}")
+    print(f"  steps/s (all agents, run only)    {n * cfg.total_timesteps / timings['run_s']:,.0f}")
+    print(f"  compile s                         {timings['compile_s']:.2f}")
+    print(f"  run s                             {timings['run_s']:.2f}")
+    print(f"  total s                           {timings['total_s']:.2f}")
+    for d in result.diverged_agents():
+        print(f"  diverged: {d}")
+    print(f"\n{(Path(run_dir) / 'summary.md').read_text()}")
+    print(f"run directory: {run_dir}")
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="purejaxppo", description="One-program PPO in JAX + Equinox."
+class _ProgressBar:
+    """tqdm bar fed by the one-per-update `Progress` callback of the whole population."""
+
+    def __init__(self, cfg: PPOConfig, num_agents: int):
+        self.cfg = cfg
+        self.steps_per_update = cfg.batch_size * num_agents
+        self.bar = None  # made at the first callback, so compilation is not in its clock
+        self.start: tuple[float, int] | None = None
+        self.best = -math.inf
+
+    def __call__(self, p) -> None:
+        from tqdm.auto import tqdm
+
+        update = int(p.update)
+        now = time.perf_counter()
+        if self.bar is None:
+            self.bar = tqdm(total=self.cfg.num_updates, initial=update - 1, unit="update",
+                            dynamic_ncols=True, file=sys.stdout)  # fmt: skip
+        if self.start is None:
+            self.start = (now, update)
+        self.bar.update(update - self.bar.n)
+        t0, u0 = self.start
+        post = {}
+        if update > u0:
+            post["steps/s"] = f"{(update - u0) * self.steps_per_update / (now - t0):,.0f}"
+        mean = float(p.return_mean)
+        if not math.isnan(mean):
+            self.best = max(self.best, float(p.return_max))
+            post["return"] = f"{mean:.3f}"
+        if self.best > -math.inf:
+            post["best"] = f"{self.best:.3f}"
+        if int(p.diverged):
+            post["diverged"] = int(p.diverged)
+        self.bar.set_postfix(post, refresh=False)
+        if update == self.cfg.num_updates:
+            self.bar.refresh()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+class _StopOnSignal:
+    """SIGINT/SIGTERM set a flag that the chunk loop polls (stop at the next checkpoint)."""
+
+    def __init__(self):
+        self.signal = None
+
+    def __call__(self) -> bool:
+        return self.signal is not None
+
+    def __enter__(self):
+        import signal
+
+        def handler(signum, frame):
+            self.signal = signal.Signals(signum).name
+            print(f"\n{self.signal}: stopping at the next checkpoint...", flush=True)
+
+        self.old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+        return self
+
+    def __exit__(self, *exc):
+        import signal
+
+        for s, h in self.old.items():
+            signal.signal(s, h)
+
+
+# ---------------------------------------------------------------------------------- eval ---
+def _eval(cmd: EvalCmd) -> int:
+    import itertools
+
+    import jax
+    import numpy as np
+
+    from ._evaluate import evaluate, policy_of
+    from ._figures import write_gif
+    from ._rundir import load_params, read_run
+
+    meta = read_run(cmd.run_dir)
+    cfg, axes = meta["config"], meta["axes"]
+    static = [k for k in axes if k in static_field_names()]
+    params = load_params(cmd.run_dir)
+    coords = list(itertools.product(*axes.values()))
+    n = len(coords)
+    if cmd.agent is not None and not 0 <= cmd.agent < n:
+        raise ValueError(f"--agent {cmd.agent}: this run has agents 0..{n - 1}.")
+    if cmd.episodes < 1:
+        raise ValueError(f"--episodes {cmd.episodes}: need at least one.")
+    key = jax.random.PRNGKey(cmd.seed)
+    results = []
+    per_program = n // len(params)
+    for p_index, p in enumerate(params):
+        c = cfg.replace(**dict(zip(static, coords[p_index * per_program][: len(static)],
+                                   strict=True)))  # fmt: skip
+        ev = evaluate(c, p, key, cmd.episodes, greedy=not cmd.sampled)
+        flat = jax.tree.map(lambda x: np.asarray(x).reshape(-1, cmd.episodes), ev)
+        results += [jax.tree.map(lambda x, i=i: x[i], flat) for i in range(per_program)]
+    chosen = range(n) if cmd.agent is None else [cmd.agent]
+    names = list(axes)
+    print(f"evaluation: {cmd.episodes} fresh {'sampled' if cmd.sampled else 'greedy'} episodes")
+    print(" | ".join(["agent", *names, "return", "success", "length"]))
+    for i in chosen:
+        r = results[i]
+        print(" | ".join([str(i), *[str(c) for c in coords[i]],
+                          f"{r.episode_return.mean():.3f}", f"{r.success.mean():.3f}",
+                          f"{r.episode_length.mean():.1f}"]))  # fmt: skip
+    if cmd.gif:
+        i = cmd.agent
+        if i is None:
+            i = int(np.argmax([r.episode_return.mean() for r in results]))
+        program, local = divmod(i, per_program)
+        local_index = np.unravel_index(local, [len(v) for k, v in axes.items() if k not in static])
+        c = cfg.replace(**dict(zip(static, coords[i][: len(static)], strict=True)))
+        frames = write_gif(Path(cmd.gif), c, policy_of(params[program], local_index),
+                           jax.random.PRNGKey(cmd.seed + 1))  # fmt: skip
+        print(f"wrote {cmd.gif}: agent {i}, {frames} frames")
+    return 0
+
+
+# --------------------------------------------------------------------------------- bench ---
+GPU_SUITE_AGENTS = (1, 64, 256, 1024, 4096)
+
+
+def _bench(cmd: BenchCmd) -> int:
+    import jax
+
+    from ._agents import Agents
+    from ._sweep import _agent_inputs
+
+    cfg = PPOConfig() if cmd.suite == "gpu" else _config_of(cmd)
+    counts = GPU_SUITE_AGENTS if cmd.suite == "gpu" else cmd.agents
+    if cmd.updates < 1 or any(a < 1 for a in counts):
+        raise ValueError("bench: --updates and every --agents count must be positive.")
+    mesh = _mesh(cmd.devices)
+    print(
+        f"purejaxppo bench: {cfg.env} maze={_maze_name(cfg)}, {cfg.batch_size:,} steps/update "
+        f"per agent, {cmd.updates} timed update(s) | {jax.default_backend()} × "
+        f"{jax.device_count()} device(s) ({jax.devices()[0].device_kind})",
+        flush=True,
     )
-    sub = parser.add_subparsers(dest="command", required=True)
-    tr = sub.add_parser(
-        "train",
-        help="train one agent (default: the seed's medium maze, 819,200 steps)",
-        description="Train one PPO agent. Defaults are the seed system's hyperparameters.",
+    header = f"{'agents':>7} {'compile s':>10} {'s/update':>9} {'steps/s':>13} {'per agent':>10}"
+    print(header + "\n" + "-" * len(header), flush=True)
+    start = time.perf_counter()
+    last = None
+    rows = []
+    for count in counts:
+        left = cmd.budget_s - (time.perf_counter() - start)
+        if last is not None:  # estimate from the previous count: linear in agents at worst
+            estimate = last["compile_s"] * 1.5 + last["update_s"] * count / last["agents"] * (
+                cmd.updates + 1
+            )
+            if estimate > left:
+                print(f"{count:>7} skipped: estimated {estimate:.0f} s > {left:.0f} s left")
+                continue
+        agents = Agents(cfg, mesh=mesh)
+        keys, hp, _ = _agent_inputs(cfg, {}, list(range(count)))
+        state = agents.init(keys, hp)
+        state, m = agents.run(state, hp, 1)  # compiles the 1-update program and warms up
+        jax.block_until_ready(m)
+        t0 = time.perf_counter()
+        for _ in range(cmd.updates):
+            state, m = agents.run(state, hp, 1)
+        jax.block_until_ready(m)
+        update_s = (time.perf_counter() - t0) / cmd.updates
+        row = {"agents": count, "compile_s": agents.compile_seconds, "update_s": update_s}
+        rows.append(row)
+        last = row
+        print(
+            f"{count:>7} {row['compile_s']:>10.2f} {update_s:>9.3f} "
+            f"{count * cfg.batch_size / update_s:>13,.0f} {cfg.batch_size / update_s:>10,.0f}",
+            flush=True,
+        )
+        del state, m
+    if len(rows) > 1:
+        base = rows[0]["agents"] * cfg.batch_size / rows[0]["update_s"]
+        best = max(rows, key=lambda r: r["agents"] / r["update_s"])
+        ratio = best["agents"] * cfg.batch_size / best["update_s"] / base
+        print(f"\naggregate steps/s, {best['agents']} agents vs {rows[0]['agents']}: {ratio:.1f}×")
+    if cmd.suite == "gpu":
+        _bench_full_run(cfg, mesh, 256, cmd.budget_s - (time.perf_counter() - start), rows)
+    return 0
+
+
+def _bench_full_run(cfg, mesh, count, left, rows) -> None:
+    """The whole medium-maze run (819,200 steps) for ``count`` agents, timed end to end."""
+    import jax
+
+    from ._agents import Agents
+    from ._sweep import _agent_inputs
+
+    row = next((r for r in rows if r["agents"] == count), None)
+    if row is not None:
+        estimate = row["compile_s"] * 1.5 + row["update_s"] * cfg.num_updates
+        if estimate > left:
+            print(f"\nfull run, {count} agents: skipped (estimated {estimate:.0f} s > {left:.0f})")
+            return
+    agents = Agents(cfg, mesh=mesh)
+    keys, hp, _ = _agent_inputs(cfg, {}, list(range(count)))
+    t0 = time.perf_counter()
+    state, metrics = agents(keys, hp)
+    jax.block_until_ready(metrics)
+    total = time.perf_counter() - t0
+    ret = agents.strip(metrics, count).episode_return[:, -10:]
+    import numpy as np
+
+    print(
+        f"\nfull run, {count} agents × {cfg.total_timesteps:,} steps: {total:.1f} s "
+        f"(compile {agents.compile_seconds:.1f} s, run {total - agents.compile_seconds:.1f} s); "
+        f"mean return of the last 10 updates {np.nanmean(ret):.3f}"
     )
-    names = _field_flags(tr)
-    tr.add_argument("--seed", type=int, default=0, help="PRNG seed (default: 0)")
-    tr.add_argument(
-        "--run-dir",
-        default=None,
-        help="train in chunks and write config.json + atomic checkpoints here",
-    )
-    tr.add_argument(
-        "--checkpoint-every",
-        type=int,
-        default=10,
-        help="updates per chunk/checkpoint with --run-dir (default: 10)",
-    )
-    tr.add_argument(
-        "--resume", default=None, metavar="RUN_DIR", help="continue a run from its last checkpoint"
-    )
-    tr.add_argument(
-        "--print-every-frac",
-        type=int,
-        default=20,
-        help="progress lines per run, roughly (default: 20)",
-    )
-    args = parser.parse_args(argv)
-    if args.command == "train":
-        return _train(args, names)
-    return 2  # pragma: no cover - argparse rejects unknown commands
+
+
+# ------------------------------------------------------------------------------- helpers ---
+def _maze_name(cfg: PPOConfig) -> str:
+    spec = cfg.maze_spec
+    return spec if isinstance(spec, str) or spec is None else "custom"
+
+
+def _say(text: str, main_process: bool) -> None:
+    if main_process:
+        print(text, flush=True)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -35,6 +35,7 @@ class Env:
     num_actions: int
     obs_shape: tuple[int, ...]
     obs_dtype: Any
+    max_episode_steps: int  # the time limit: evaluation plays at most this many steps
 
     def reset(self, key: PRNGKeyArray) -> tuple[Any, Array, Bool[Array, " A"]]:
         raise NotImplementedError
@@ -62,6 +63,7 @@ class JumanjiMaze(Env):
         self.num_actions = int(self.env.action_spec.num_values)
         self.obs_shape = (3, self.env.num_rows, self.env.num_cols)
         self.obs_dtype = jnp.uint8
+        self.max_episode_steps = int(self.env.time_limit)
 
     def encode(self, obs) -> Array:
         rows = jnp.arange(self.env.num_rows)[:, None]

@@ -21,6 +21,7 @@ import itertools
 import json
 import math
 import numbers
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -74,6 +75,7 @@ class SweepResult:
     values: dict  # field name -> array of shape axis_sizes[:-1]
     config: PPOConfig
     finished: bool = True  # False when a checkpointed sweep was stopped early
+    timings: dict = dataclasses.field(default_factory=dict)  # compile_s, run_s (this call)
 
     def diverged_agents(self) -> list[dict]:
         """Each diverged agent by name: its swept coordinates, hyperparameters and seed."""
@@ -243,6 +245,8 @@ def sweep(
 
     run = dict(mesh=mesh, progress=progress, progress_every=progress_every)
     finished = True
+    t0 = time.perf_counter()
+    compile_before = Agents.total_compile_seconds
     if chunked:
         spec = {
             "config": config_to_json(cfg),
@@ -274,6 +278,8 @@ def sweep(
         state = jax.tree.map(stack, *states)
     except ValueError:  # different static shapes: keep a list per static setting
         state = states
+    compile_s = Agents.total_compile_seconds - compile_before
+    timings = {"compile_s": compile_s, "run_s": time.perf_counter() - t0 - compile_s}
     ndim = len(hyper_axes) + 1  # before the static axes are stacked and updates padded
     diverged = stack(*[_diverged(r[1], r[0], ndim, divergence_grad_norm) for r in results])
     all_axes = {**static_axes, **hyper_axes, "seed": seed_list}
@@ -285,6 +291,7 @@ def sweep(
         values={k: _broadcast_static(v, static_axes) for k, v in values.items()},
         config=cfg,
         finished=finished,
+        timings=timings,
     )
 
 

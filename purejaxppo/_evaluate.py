@@ -1,0 +1,122 @@
+"""Evaluation of trained agents (all of a sweep in one program) and one agent as a policy.
+
+`evaluate(cfg, params, key, num_episodes)` plays ``num_episodes`` episodes for every agent of
+a batch of parameters (leading axis = agent, as `SweepResult.state.params` or a run
+directory's ``params.eqx`` hold them), greedy or sampled, in one compiled program: vmap over
+agents and episodes, one `lax.scan` over time. Each episode starts from a fresh
+``reset`` with keys drawn from ``key`` (independent of the training keys, so random mazes are
+new ones, never a training instance) and counts only its first episode. Every agent plays the
+same episodes.
+
+`Policy` is one agent's network as a plain callable, ``policy(obs, mask) -> action``; users
+of other libraries trip on extracting it from vmapped parameters, so `policy_of` does that.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
+
+from ._config import PPOConfig
+from ._envs import Env, make_env
+from ._networks import ActorCritic, masked_log_probs, sample_action
+
+
+class EvalResult(NamedTuple):
+    """Per agent and episode: leading axes ``(agents, num_episodes)``."""
+
+    episode_return: Float[Array, "*batch E"]
+    episode_length: Int[Array, "*batch E"]
+    finished: Bool[Array, "*batch E"]  # False: still running at the step limit (counted as is)
+    success: Bool[Array, "*batch E"]  # Maze: reached the target (a positive return)
+
+
+class Policy(eqx.Module):
+    """One agent's policy: ``policy(obs, mask, key=None) -> action``.
+
+    ``obs`` is the encoded observation (for Maze-v0, the uint8 3×H×W image the env wrapper
+    produces) and ``mask`` the legal actions; both may have leading batch axes. Without a
+    ``key`` the action is greedy (the most probable legal action); with one it is sampled.
+    """
+
+    network: ActorCritic
+
+    def __call__(
+        self, obs: Array, mask: Bool[Array, "*B A"], key: PRNGKeyArray | None = None
+    ) -> Int[Array, "*B"]:
+        batch = mask.shape[:-1]
+        flat_obs = obs.reshape(-1, *obs.shape[len(batch) :])
+        logits, _ = jax.vmap(self.network)(flat_obs)
+        log_probs = masked_log_probs(logits, mask.reshape(-1, mask.shape[-1]))
+        if key is None:
+            action = jnp.argmax(log_probs, axis=-1)
+        else:
+            action = sample_action(key, log_probs)
+        return action.reshape(batch)
+
+
+def policy_of(params: ActorCritic, index: int | tuple[int, ...] = ()) -> Policy:
+    """The `Policy` of the agent at ``index`` of batched ``params`` (``()``: unbatched)."""
+    return Policy(jax.tree.map(lambda x: jnp.asarray(x)[index], params))
+
+
+def evaluate(
+    cfg: PPOConfig,
+    params: ActorCritic,
+    key: PRNGKeyArray,
+    num_episodes: int = 100,
+    *,
+    greedy: bool = True,
+    max_steps: int | None = None,
+) -> EvalResult:
+    """Play ``num_episodes`` fresh episodes with every agent of batched ``params``.
+
+    ``params`` leaves have a leading agent axis (any number of leading axes is fine: they
+    are flattened and restored). ``max_steps`` defaults to the env's episode limit.
+    """
+    if not isinstance(num_episodes, int) or num_episodes < 1:
+        raise ValueError(f"evaluate(num_episodes={num_episodes!r}): need a positive int.")
+    env = make_env(cfg)
+    steps = env.max_episode_steps if max_steps is None else max_steps
+    leaves = jax.tree.leaves(params)
+    like = jax.tree.leaves(
+        jax.eval_shape(lambda: ActorCritic(env.obs_shape, env.num_actions,
+                                           cfg.conv_channels, cfg.mlp_widths,
+                                           key=jax.random.PRNGKey(0)))
+    )  # fmt: skip
+    batch = leaves[0].shape[: leaves[0].ndim - like[0].ndim]
+    flat = jax.tree.map(lambda x: jnp.reshape(x, (-1, *x.shape[len(batch) :])), params)
+    # Every agent plays the same episodes (same key: common random numbers), so agents are
+    # compared on equal terms and an agent evaluated alone gets exactly its row here.
+    out = _evaluate_all(flat, key, env, num_episodes, steps, greedy)
+    return jax.tree.map(lambda x: x.reshape(*batch, *x.shape[1:]), out)
+
+
+@eqx.filter_jit
+def _evaluate_all(params, key, env: Env, num_episodes: int, steps: int, greedy: bool):
+    def one_agent(net, key):
+        reset_key, act_key = jax.random.split(key)
+        state, obs, mask = jax.vmap(env.reset)(jax.random.split(reset_key, num_episodes))
+        policy = Policy(net)
+        zeros = jnp.zeros(num_episodes)
+
+        def step(carry, k):
+            state, obs, mask, ret, length, alive = carry
+            action = policy(obs, mask, None if greedy else k)
+            state, out = jax.vmap(env.step)(state, action)
+            ret = ret + jnp.where(alive, out.reward, 0.0)
+            length = length + alive.astype(jnp.int32)
+            alive = alive & ~out.done  # only each env's first episode counts
+            return (state, out.obs, out.mask, ret, length, alive), None
+
+        init = (state, obs, mask, zeros, zeros.astype(jnp.int32), jnp.ones(num_episodes, bool))
+        (_, _, _, ret, length, alive), _ = jax.lax.scan(
+            step, init, jax.random.split(act_key, steps)
+        )
+        return EvalResult(ret, length, ~alive, (~alive) & (ret > 0))
+
+    return jax.vmap(one_agent, in_axes=(0, None))(params, key)

@@ -1,0 +1,116 @@
+"""Figures of a run: learning curves with bootstrap bands, and a GIF of an agent playing.
+
+Both are written offline: matplotlib's Agg backend for the PNG, and Pillow as the GIF writer
+(Jumanji's ``animate`` saves with matplotlib's default writer, ffmpeg, which a fresh machine
+usually lacks; we set the writer to Pillow for that call).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jax
+import numpy as np
+from jaxtyping import Float, PRNGKeyArray
+
+from ._config import PPOConfig
+from ._evaluate import Policy
+
+
+def curve_band(
+    returns: Float[np.ndarray, "S U"],
+    confidence: float = 0.95,
+    num_resamples: int = 1000,
+    seed: int = 0,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mean over seeds per update and its percentile-bootstrap band (resampling seeds).
+
+    NaN entries (updates in which a seed finished no episode) are left out of that update's
+    mean. Returns ``(mean, low, high)``, each of shape ``(U,)``.
+    """
+    returns = np.asarray(returns, np.float64)
+    with np.errstate(invalid="ignore"), _quiet():
+        mean = np.nanmean(returns, axis=0)
+        if returns.shape[0] < 2:
+            return mean, mean, mean
+        rng = np.random.default_rng(seed)
+        index = rng.integers(0, returns.shape[0], size=(num_resamples, returns.shape[0]))
+        boot = np.nanmean(returns[index], axis=1)  # (B, U)
+        alpha = (1 - confidence) / 2
+        low, high = np.nanquantile(boot, [alpha, 1 - alpha], axis=0)
+    return mean, low, high
+
+
+def plot_curves(path: Path, curves: dict[str, np.ndarray], env_steps: np.ndarray, title: str):
+    """One line per setting (label → (seeds, updates) returns), mean ± 95 % bootstrap band."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=120)
+    for label, returns in curves.items():
+        mean, low, high = curve_band(returns)
+        seeds = returns.shape[0]
+        (line,) = ax.plot(env_steps, mean, label=f"{label} ({seeds} seeds)" if label else None)
+        ax.fill_between(env_steps, low, high, color=line.get_color(), alpha=0.25, linewidth=0)
+    ax.set_xlabel("environment steps per agent")
+    ax.set_ylabel("episode return")
+    ax.set_title(title + " — mean over seeds, 95 % bootstrap CI", fontsize=9)
+    ax.grid(alpha=0.3)
+    if any(curves):
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def write_gif(
+    path: Path, cfg: PPOConfig, policy: Policy, key: PRNGKeyArray, interval_ms: int = 150
+) -> int:
+    """Play one greedy episode with ``policy`` and save Jumanji's animation of it as a GIF.
+
+    Returns the number of frames. Only Maze-v0 has a renderer here.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from ._envs import JumanjiMaze, make_env
+
+    env = make_env(cfg)
+    if not isinstance(env, JumanjiMaze):
+        raise ValueError(f"write_gif: no renderer for env={cfg.env!r}.")
+    jumanji_env = env.env
+
+    @jax.jit
+    def step(policy, state, ts):
+        action = policy(env.encode(ts.observation), ts.observation.action_mask)
+        return jumanji_env.step(state, action)
+
+    state, ts = jax.jit(jumanji_env.reset)(key)
+    states = [state]
+    for _ in range(env.max_episode_steps):
+        state, ts = step(policy, state, ts)
+        states.append(state)
+        if bool(ts.last()):
+            break
+    with matplotlib.rc_context({"animation.writer": "pillow"}):
+        jumanji_env.animate(states, interval=interval_ms, save_path=str(path))
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
+    return len(states)
+
+
+class _quiet:
+    """Silence numpy's all-NaN-slice warnings (an update where no episode ended)."""
+
+    def __enter__(self):
+        import warnings
+
+        self._ctx = warnings.catch_warnings()
+        self._ctx.__enter__()
+        warnings.simplefilter("ignore", RuntimeWarning)
+
+    def __exit__(self, *exc):
+        return self._ctx.__exit__(*exc)

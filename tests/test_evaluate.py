@@ -1,0 +1,98 @@
+"""Evaluation in one program, one agent as a plain policy, and the run directory's params."""
+
+import jax
+import numpy as np
+import pytest
+
+from purejaxppo import PPOConfig, evaluate, load_policy, policy_of, sweep, write_run
+from purejaxppo._networks import masked_log_probs
+
+pytestmark = pytest.mark.timeout(600)
+
+# 16 updates on the open 10x10 maze: enough for some agents to reach the target greedily.
+CFG = PPOConfig(
+    maze="easy", num_envs=8, num_steps=64, minibatch_size=256, update_epochs=4,
+    total_timesteps=8192,
+)  # fmt: skip
+SHORTEST = 18  # (0, 0) -> (9, 9) with no walls
+LIMIT = 100  # Jumanji's default time limit for 10x10: rows * cols
+
+
+@pytest.fixture(scope="module")
+def trained():
+    return sweep(CFG, seeds=3, lr=[3e-4, 1e-3])
+
+
+def test_evaluate_every_agent_in_one_call(trained):
+    ev = evaluate(CFG, trained.state.params, jax.random.PRNGKey(7), num_episodes=6)
+    assert ev.episode_return.shape == (2, 3, 6) and ev.success.shape == (2, 3, 6)
+    ret, length, success = map(np.asarray, (ev.episode_return, ev.episode_length, ev.success))
+    # Maze pays 1 at the target and nothing else, so return == success for each episode; a
+    # success takes at least the shortest path, a failure runs to the time limit.
+    np.testing.assert_array_equal(ret, success.astype(np.float32))
+    assert success.any()  # some agents reach the target, so the length check bites
+    assert (length[success] >= SHORTEST).all() and (length[~success] == LIMIT).all()
+    again = evaluate(CFG, trained.state.params, jax.random.PRNGKey(7), num_episodes=6)
+    np.testing.assert_array_equal(again.episode_length, ev.episode_length)  # greedy: same
+
+
+def test_an_agent_alone_gets_its_row(trained):
+    ev = evaluate(CFG, trained.state.params, jax.random.PRNGKey(3), 4, greedy=False)
+    alone = jax.tree.map(lambda x: x[1, 2][None], trained.state.params)
+    one = evaluate(CFG, alone, jax.random.PRNGKey(3), 4, greedy=False)
+    np.testing.assert_array_equal(one.episode_return[0], ev.episode_return[1, 2])
+    np.testing.assert_array_equal(one.episode_length[0], ev.episode_length[1, 2])
+
+
+def test_extracted_policy_acts_like_the_agent_inside_the_vmapped_result(trained):
+    params, obs, mask = trained.state.params, trained.state.obs, trained.state.mask
+
+    # Inside: every agent's network on its own envs' observations, vmapped over agents.
+    def inside(net, o, m):
+        logits, _ = jax.vmap(net)(o)
+        return np.argmax(masked_log_probs(logits, m), -1)
+
+    actions = jax.vmap(jax.vmap(inside))(params, obs, mask)  # (2, 3, num_envs)
+    for index in [(0, 0), (1, 2), (0, 1)]:
+        policy = policy_of(params, index)
+        np.testing.assert_array_equal(policy(obs[index], mask[index]), actions[index])
+        # A single observation (no batch axis) works too.
+        assert int(policy(obs[index][0], mask[index][0])) == int(actions[index][0])
+
+
+def test_load_policy_from_a_run_directory(trained, tmp_path):
+    write_run(tmp_path, trained, eval_episodes=0, gif=False)
+    obs, mask = trained.state.obs[1, 0], trained.state.mask[1, 0]
+    loaded = load_policy(tmp_path, lr=1e-3, seed=0)
+    np.testing.assert_array_equal(
+        loaded(obs, mask), policy_of(trained.state.params, (1, 0))(obs, mask)
+    )
+    with pytest.raises(ValueError, match="give lr=one of"):
+        load_policy(tmp_path, seed=0)
+    key = jax.random.PRNGKey(0)
+    sampled = loaded(obs, mask, key)
+    assert sampled.shape == (CFG.num_envs,) and bool(np.asarray(mask)[np.arange(8), sampled].all())
+
+
+def test_tensorboard_logs_aggregates_and_per_setting_curves(trained, tmp_path):
+    import struct
+
+    from tensorboardX.proto import event_pb2
+
+    from purejaxppo import write_tensorboard
+
+    write_tensorboard(tmp_path, trained)
+    (path,) = tmp_path.glob("events.out.tfevents.*")
+    data, scalars, at = path.read_bytes(), {}, 0
+    while at < len(data):  # TFRecord framing: length, crc, payload, crc
+        (length,) = struct.unpack("<Q", data[at : at + 8])
+        event = event_pb2.Event.FromString(data[at + 12 : at + 12 + length])
+        at += 16 + length
+        for v in event.summary.value:
+            scalars.setdefault(v.tag, []).append((event.step, v.simple_value))
+    ret = np.asarray(trained.metrics.episode_return).reshape(-1, CFG.num_updates)
+    steps = {s: i for i, s in enumerate((np.arange(CFG.num_updates) + 1) * CFG.batch_size)}
+    for step, value in scalars["episode_return/max"]:
+        assert value == pytest.approx(np.nanmax(ret[:, steps[step]]))
+    assert len(scalars["entropy/mean"]) == CFG.num_updates
+    assert {"setting/lr_0.0003", "setting/lr_0.001"} <= set(scalars)
