@@ -23,6 +23,13 @@ import numpy as np
 # A maze is a name ("easy", "medium", "random") or a layout given as rows of characters.
 MazeSpec = str | tuple[str, ...] | None
 
+#: The keys of a PureJaxRL ``ppo.py`` config that `PPOConfig.from_purejaxrl` translates.
+PUREJAXRL_KEYS = (
+    "LR", "NUM_ENVS", "NUM_STEPS", "TOTAL_TIMESTEPS", "UPDATE_EPOCHS", "NUM_MINIBATCHES",
+    "GAMMA", "GAE_LAMBDA", "CLIP_EPS", "ENT_COEF", "VF_COEF", "MAX_GRAD_NORM", "ACTIVATION",
+    "ENV_NAME", "ANNEAL_LR",
+)  # fmt: skip
+
 #: Fields that are numeric leaves of the config (traced, vmappable).
 TRACED_FIELDS = (
     "lr",
@@ -68,7 +75,12 @@ class PPOConfig(eqx.Module):
     conv_channels: tuple[int, ...] = eqx.field(default=(1,), static=True)
     """Output channels of each 3×3 valid convolution of the torso (grid observations)."""
     mlp_widths: tuple[int, ...] = eqx.field(default=(64,), static=True)
-    """Widths of the ReLU MLP layers after the convolutions."""
+    """Widths of the MLP layers after the convolutions."""
+    network: str = eqx.field(default="shared", static=True)
+    """"shared": one torso (convs, then MLP) under a value and a policy head (the seed's);
+    "separate": separate actor and critic MLPs with orthogonal init (PureJaxRL's)."""
+    activation: str = eqx.field(default="relu", static=True)
+    """Hidden-layer activation: "relu" (the seed's) or "tanh" (PureJaxRL's default)."""
 
     # ---- traced: numeric leaves, vmappable -----------------------------------------------
     lr: float = 3e-4
@@ -111,6 +123,72 @@ class PPOConfig(eqx.Module):
         if self.env == "Maze-v0" and self.maze is None:
             return "medium"
         return self.maze
+
+    @classmethod
+    def from_purejaxrl(cls, d: dict) -> PPOConfig:
+        """A config from a PureJaxRL ``ppo.py`` config dict, with PureJaxRL's algorithm.
+
+        Keys: LR, NUM_ENVS, NUM_STEPS, TOTAL_TIMESTEPS, UPDATE_EPOCHS, NUM_MINIBATCHES,
+        GAMMA, GAE_LAMBDA, CLIP_EPS, ENT_COEF, VF_COEF, MAX_GRAD_NORM, ACTIVATION, ENV_NAME,
+        ANNEAL_LR (DEBUG is accepted and ignored). Selected to match PureJaxRL: separate
+        64-64 actor and critic MLPs with orthogonal init, per-minibatch advantage
+        normalisation, value clipping at CLIP_EPS, global-norm gradient clipping, Adam
+        eps 1e-5, and its LR annealing. Two translations:
+
+        * PureJaxRL's value loss is ``0.5 * mean(max(...))``; ours has no 0.5, so
+          ``vf_coef = 0.5 * VF_COEF`` gives the same gradient.
+        * PureJaxRL runs ``TOTAL_TIMESTEPS // (NUM_ENVS * NUM_STEPS)`` updates. When that
+          drops steps (5e5 at 4 × 128 runs 499,712), we do the same and say so in a warning;
+          we never train fewer steps silently.
+        """
+        import warnings
+
+        known = set(PUREJAXRL_KEYS) | {"DEBUG"}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ValueError(
+                f"PPOConfig.from_purejaxrl: unknown keys {unknown}; known keys: "
+                f"{sorted(PUREJAXRL_KEYS)} (and DEBUG, ignored)."
+            )
+        missing = sorted(set(PUREJAXRL_KEYS) - set(d))
+        if missing:
+            raise ValueError(f"PPOConfig.from_purejaxrl: missing keys {missing}.")
+        batch = int(d["NUM_ENVS"]) * int(d["NUM_STEPS"])
+        if batch % int(d["NUM_MINIBATCHES"]):
+            raise ValueError(
+                f"PPOConfig.from_purejaxrl: NUM_MINIBATCHES={d['NUM_MINIBATCHES']} must divide "
+                f"NUM_ENVS*NUM_STEPS={batch}."
+            )
+        total = int(d["TOTAL_TIMESTEPS"]) // batch * batch
+        if total != d["TOTAL_TIMESTEPS"]:
+            warnings.warn(
+                f"TOTAL_TIMESTEPS={d['TOTAL_TIMESTEPS']} is not a multiple of NUM_ENVS*NUM_STEPS="
+                f"{batch}; like PureJaxRL, {total // batch} updates = {total} steps will run.",
+                stacklevel=2,
+            )
+        return cls(
+            env=d["ENV_NAME"],
+            num_envs=int(d["NUM_ENVS"]),
+            num_steps=int(d["NUM_STEPS"]),
+            total_timesteps=total,
+            update_epochs=int(d["UPDATE_EPOCHS"]),
+            minibatch_size=batch // int(d["NUM_MINIBATCHES"]),
+            lr=float(d["LR"]),
+            adam_eps=1e-5,
+            gamma=float(d["GAMMA"]),
+            gae_lambda=float(d["GAE_LAMBDA"]),
+            clip_eps=float(d["CLIP_EPS"]),
+            ent_coef=float(d["ENT_COEF"]),
+            vf_coef=0.5 * float(d["VF_COEF"]),
+            max_grad_norm=float(d["MAX_GRAD_NORM"]),
+            activation=d["ACTIVATION"],
+            anneal_lr=bool(d["ANNEAL_LR"]),
+            network="separate",
+            conv_channels=(),
+            mlp_widths=(64, 64),
+            normalize_advantages=True,
+            clip_value=True,
+        )
 
     def replace(self, **changes) -> PPOConfig:
         """A copy with ``changes`` applied (the config itself is never mutated)."""
@@ -183,6 +261,10 @@ def _validate(c: PPOConfig) -> None:
             (c.conv_channels, c.mlp_widths),
             "widths must be > 0.",
         )
+    if c.network not in NETWORKS:
+        _fail("network", c.network, f"use one of {list(NETWORKS)}.")
+    if c.activation not in ACTIVATIONS:
+        _fail("activation", c.activation, f"use one of {list(ACTIVATIONS)}.")
     if c.time_limit is not None and c.time_limit <= 0:
         _fail("time_limit", c.time_limit, "it must be a positive integer or None.")
 
@@ -210,10 +292,16 @@ def _validate(c: PPOConfig) -> None:
         return
     if c.maze is not None:
         _fail("maze", c.maze, f"maze options apply to Maze-v0 only, not env={c.env!r}; drop it.")
+    if c.env in GYMNAX_ENVS:
+        return
     _check_env_name(c.env)
 
 
-SUPPORTED_ENVS = ("Maze-v0",)
+NETWORKS = ("shared", "separate")
+ACTIVATIONS = ("relu", "tanh")
+#: gymnax environments with an adapter (gymnax 1.0 API; ``pip install purejaxppo[gymnax]``).
+GYMNAX_ENVS = ("CartPole-v1", "Acrobot-v1", "Breakout-MinAtar")
+SUPPORTED_ENVS = ("Maze-v0", *GYMNAX_ENVS)
 
 
 def _check_env_name(name) -> None:
@@ -221,8 +309,8 @@ def _check_env_name(name) -> None:
 
     import jumanji
 
-    registered = sorted(jumanji.registered_environments())
-    if name in registered:
+    registered = sorted([*jumanji.registered_environments(), *GYMNAX_ENVS])
+    if name in registered and name not in SUPPORTED_ENVS:
         _fail(
             "env", name, f"purejaxppo does not support it yet; supported: {list(SUPPORTED_ENVS)}."
         )

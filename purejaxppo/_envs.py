@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import jumanji
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
-from ._config import PPOConfig
+from ._config import GYMNAX_ENVS, PPOConfig
 from ._mazes import LayoutGenerator, MazeLayout, resolve_maze
 
 
@@ -27,6 +27,10 @@ class EnvStep(NamedTuple):
     reward: Float[Array, ""]
     terminated: Bool[Array, ""]  # a true ending: no bootstrapping from the next state
     done: Bool[Array, ""]  # the episode ended (terminated or truncated) and was reset
+    # The observation reached *before* an auto-reset, for envs that can truncate (time
+    # limits): a truncated step bootstraps from V(final_obs). None for envs whose every
+    # ending is a termination (Maze), where the trainer then skips that extra forward pass.
+    final_obs: Array | None = None
 
 
 class Env:
@@ -36,6 +40,7 @@ class Env:
     obs_shape: tuple[int, ...]
     obs_dtype: Any
     max_episode_steps: int  # the time limit: evaluation plays at most this many steps
+    can_truncate: bool = False  # True: steps carry `final_obs` and truncation bootstraps
 
     def reset(self, key: PRNGKeyArray) -> tuple[Any, Array, Bool[Array, " A"]]:
         raise NotImplementedError
@@ -96,8 +101,73 @@ class JumanjiMaze(Env):
         )
 
 
+class GymnaxState(NamedTuple):
+    inner: Any  # gymnax's env state
+    key: PRNGKeyArray  # gymnax steps take a key; each env carries its own
+
+
+class GymnaxEnv(Env):
+    """A gymnax environment (gymnax 1.0 API), with truncation kept apart from termination.
+
+    We call ``step_env`` (no reset) and ``reset_env`` ourselves rather than gymnax's auto-reset
+    ``step``, so the observation reached at a time-limit truncation is kept (``final_obs``)
+    and GAE bootstraps from its value. Image observations (MinAtar's H×W×C booleans) become
+    C×H×W uint8 for the convolutional torso; vectors stay float32. No action masks: all legal.
+    """
+
+    can_truncate = True
+
+    def __init__(self, name: str, time_limit: int | None = None):
+        try:
+            import gymnax
+        except ImportError as e:
+            raise ImportError(
+                f"PPOConfig(env={name!r}) needs gymnax: pip install 'purejaxppo[gymnax]'."
+            ) from e
+        self.env, self.params = gymnax.make(name)
+        if time_limit is not None:
+            self.params = self.params.replace(max_steps_in_episode=time_limit)
+        self.num_actions = int(self.env.action_space(self.params).n)
+        shape = tuple(self.env.observation_space(self.params).shape)
+        self.image = len(shape) == 3
+        self.obs_shape = (shape[2], shape[0], shape[1]) if self.image else shape
+        self.obs_dtype = jnp.uint8 if self.image else jnp.float32
+        self.max_episode_steps = int(self.params.max_steps_in_episode)
+
+    def encode(self, obs) -> Array:
+        if self.image:
+            return jnp.moveaxis(obs, -1, 0).astype(jnp.uint8)
+        return obs.astype(jnp.float32).reshape(self.obs_shape)
+
+    def reset(self, key):
+        key, reset_key = jax.random.split(key)
+        obs, state = self.env.reset_env(reset_key, self.params)
+        return GymnaxState(state, key), self.encode(obs), jnp.ones(self.num_actions, bool)
+
+    def step(self, state, action):
+        key, step_key, reset_key = jax.random.split(state.key, 3)
+        obs, inner, reward, terminated, _ = self.env.step_env(
+            step_key, state.inner, action, self.params
+        )
+        truncated = self.env.is_truncated(inner, self.params)
+        done = jnp.logical_or(terminated, truncated)
+        reset_obs, reset_inner = self.env.reset_env(reset_key, self.params)
+        inner = jax.tree.map(lambda r, n: jnp.where(done, r, n), reset_inner, inner)
+        final_obs = self.encode(obs)
+        return GymnaxState(inner, key), EnvStep(
+            obs=jnp.where(done, self.encode(reset_obs), final_obs),
+            mask=jnp.ones(self.num_actions, bool),
+            reward=jnp.asarray(reward, jnp.float32),
+            terminated=jnp.asarray(terminated, bool),  # a cut at the time limit is not one
+            done=done,
+            final_obs=final_obs,
+        )
+
+
 def make_env(cfg: PPOConfig) -> Env:
     """The environment a config names."""
     if cfg.env == "Maze-v0":
         return JumanjiMaze(cfg.maze_spec, cfg.maze_size, cfg.time_limit)
+    if cfg.env in GYMNAX_ENVS:
+        return GymnaxEnv(cfg.env, cfg.time_limit)
     raise ValueError(f"PPOConfig.env={cfg.env!r} is not supported yet; use 'Maze-v0'.")

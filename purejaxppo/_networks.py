@@ -92,6 +92,7 @@ class ActorCritic(eqx.Module):
     mlp: tuple[eqx.nn.Linear, ...]
     value_head: eqx.nn.Linear
     policy_head: eqx.nn.Linear
+    activation: str = eqx.field(static=True, default="relu")
 
     def __init__(
         self,
@@ -100,8 +101,10 @@ class ActorCritic(eqx.Module):
         conv_channels: tuple[int, ...] = (1,),
         mlp_widths: tuple[int, ...] = (64,),
         *,
+        activation: str = "relu",
         key: PRNGKeyArray,
     ):
+        self.activation = activation
         keys = iter(jax.random.split(key, len(conv_channels) + len(mlp_widths) + 3))
         convs = []
         if len(obs_shape) == 3:  # (C, H, W) grid
@@ -133,13 +136,84 @@ class ActorCritic(eqx.Module):
         )
 
     def __call__(self, obs: Array) -> tuple[Float[Array, " A"], Float[Array, ""]]:
+        act = ACTIVATIONS[self.activation]
         x = obs.astype(jnp.float32)
         for conv in self.convs:
-            x = jax.nn.relu(conv(x))
+            x = act(conv(x))
         x = x.reshape(-1)
         for lin in self.mlp:
-            x = jax.nn.relu(lin(x))
+            x = act(lin(x))
         return self.policy_head(x), self.value_head(x)
+
+
+ACTIVATIONS = {"relu": jax.nn.relu, "tanh": jnp.tanh}
+
+
+def _orthogonal_linear(d_in: int, d_out, scale: float, key: PRNGKeyArray) -> eqx.nn.Linear:
+    """A Linear with orthogonal weights at ``scale`` and zero bias (PureJaxRL's init)."""
+    lin = eqx.nn.Linear(d_in, d_out, key=key)
+    n_out = 1 if d_out == "scalar" else d_out
+    w = jax.nn.initializers.orthogonal(scale=scale)(key, (n_out, d_in), jnp.float32)
+    w = w.reshape(lin.weight.shape)
+    return eqx.tree_at(lambda m: (m.weight, m.bias), lin, (w, jnp.zeros_like(lin.bias)))
+
+
+class SeparateActorCritic(eqx.Module):
+    """PureJaxRL's network: separate actor and critic MLPs on the flattened observation.
+
+    Hidden layers: orthogonal init at sqrt(2), zero bias; policy output at 0.01; value output
+    at 1.0. ``activation`` is tanh or ReLU.
+    """
+
+    actor: tuple[eqx.nn.Linear, ...]
+    critic: tuple[eqx.nn.Linear, ...]
+    activation: str = eqx.field(static=True)
+
+    def __init__(
+        self,
+        obs_shape: tuple[int, ...],
+        num_actions: int,
+        widths: tuple[int, ...] = (64, 64),
+        activation: str = "tanh",
+        *,
+        key: PRNGKeyArray,
+    ):
+        actor_key, critic_key = jax.random.split(key)
+
+        def mlp(key, out, out_scale):
+            keys = jax.random.split(key, len(widths) + 1)
+            layers, width = [], math.prod(obs_shape)
+            for k, w in zip(keys, widths, strict=False):
+                layers.append(_orthogonal_linear(width, w, math.sqrt(2.0), k))
+                width = w
+            layers.append(_orthogonal_linear(width, out, out_scale, keys[-1]))
+            return tuple(layers)
+
+        self.actor = mlp(actor_key, num_actions, 0.01)
+        self.critic = mlp(critic_key, "scalar", 1.0)
+        self.activation = activation
+
+    def __call__(self, obs: Array) -> tuple[Float[Array, " A"], Float[Array, ""]]:
+        x = obs.astype(jnp.float32).reshape(-1)
+        act = ACTIVATIONS[self.activation]
+
+        def run(layers):
+            h = x
+            for lin in layers[:-1]:
+                h = act(lin(h))
+            return layers[-1](h)
+
+        return run(self.actor), run(self.critic)
+
+
+def make_network(cfg, obs_shape: tuple[int, ...], num_actions: int, key: PRNGKeyArray):
+    """The network a config asks for (``cfg.network``)."""
+    if cfg.network == "separate":
+        return SeparateActorCritic(obs_shape, num_actions, cfg.mlp_widths, cfg.activation, key=key)
+    return ActorCritic(
+        obs_shape, num_actions, cfg.conv_channels, cfg.mlp_widths, activation=cfg.activation,
+        key=key,
+    )  # fmt: skip
 
 
 def masked_log_probs(

@@ -27,7 +27,7 @@ from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
 from ._config import PPOConfig
 from ._envs import Env, make_env
-from ._networks import ActorCritic, entropy, masked_log_probs, sample_action, take
+from ._networks import ActorCritic, entropy, make_network, masked_log_probs, sample_action, take
 from ._xla_cpu import compiler_options
 
 
@@ -42,6 +42,8 @@ class Transition(NamedTuple):
     reward: Float[Array, "*batch"]
     terminated: Bool[Array, "*batch"]
     done: Bool[Array, "*batch"]
+    # V(s_{t+1}) before any auto-reset, for envs that can truncate; None otherwise.
+    next_value: Float[Array, "*batch"] | None = None
 
 
 class RunnerState(eqx.Module):
@@ -109,9 +111,7 @@ def make_optimizer(cfg: PPOConfig) -> optax.GradientTransformation:
 # ---------------------------------------------------------------------------------- init ---
 def init_state(cfg: PPOConfig, env: Env, key: PRNGKeyArray) -> RunnerState:
     key, net_key, env_key = jax.random.split(key, 3)
-    params = ActorCritic(
-        env.obs_shape, env.num_actions, cfg.conv_channels, cfg.mlp_widths, key=net_key
-    )
+    params = make_network(cfg, env.obs_shape, env.num_actions, net_key)
     env_state, obs, mask = jax.vmap(env.reset)(jax.random.split(env_key, cfg.num_envs))
     return RunnerState(
         params=params,
@@ -154,9 +154,12 @@ def collect(cfg: PPOConfig, env: Env, state: RunnerState):
             lengths=sums.lengths + jnp.sum(jnp.where(out.done, ep_len, 0)),
             count=sums.count + jnp.sum(out.done),
         )
+        next_value = None
+        if env.can_truncate:  # one more forward pass, on the pre-reset observations
+            _, next_value = jax.vmap(net)(out.final_obs)
         transition = Transition(
             s.obs, s.mask, action, take(log_probs, action), value, out.reward,
-            out.terminated, out.done,
+            out.terminated, out.done, next_value,
         )  # fmt: skip
         s = dataclasses.replace(
             s,
@@ -303,14 +306,24 @@ def learn(cfg: PPOConfig, state: RunnerState, batch: Transition, adv, target):
 
 
 # --------------------------------------------------------------------------- one update ---
+def bootstrap_values(traj: Transition, state: RunnerState) -> Float[Array, "T N"]:
+    """V(s_{t+1}) for GAE: the value of the state each step reached, before any reset.
+
+    Envs that can truncate record it during the rollout (``traj.next_value``), so a cut at a
+    time limit bootstraps from the true final observation. Otherwise (Maze: every ending is
+    a termination, whose bootstrap term is zeroed anyway) it is the next step's stored value
+    and, for the last step, the value of the current observations: no extra forward pass.
+    """
+    if traj.next_value is not None:
+        return traj.next_value
+    _, last_value = jax.vmap(state.params)(state.obs)
+    return jnp.concatenate([traj.value[1:], last_value[None]], axis=0)
+
+
 def update_step(cfg: PPOConfig, env: Env, state: RunnerState) -> tuple[RunnerState, Metrics]:
     """Collect a rollout, compute GAE targets, learn, and reduce metrics to scalars."""
     state, traj, sums = collect(cfg, env, state)
-    _, last_value = jax.vmap(state.params)(state.obs)
-    # V(s_{t+1}); at an episode end this is the reset state's value, which is only correct
-    # because every Maze ending is a termination (no bootstrap). Truncation needs the
-    # pre-reset observation; `gae` already takes it as `next_values`.
-    next_values = jnp.concatenate([traj.value[1:], last_value[None]], axis=0)
+    next_values = bootstrap_values(traj, state)
     adv, target = gae(
         traj.reward,
         traj.value,
