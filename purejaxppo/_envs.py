@@ -41,6 +41,11 @@ class Env:
     obs_dtype: Any
     max_episode_steps: int  # the time limit: evaluation plays at most this many steps
     can_truncate: bool = False  # True: steps carry `final_obs` and truncation bootstraps
+    has_refresh: bool = False  # True: `refresh` runs once per update (instance pools)
+
+    def refresh(self, state: Any, key: PRNGKeyArray) -> Any:
+        """Once per update, outside the step loop: e.g. replace one pooled instance."""
+        return state
 
     def reset(self, key: PRNGKeyArray) -> tuple[Any, Array, Bool[Array, " A"]]:
         raise NotImplementedError
@@ -56,10 +61,11 @@ class JumanjiMaze(Env):
     stored as uint8 (a quarter of float32). The action mask is Jumanji's own.
     """
 
-    def __init__(self, maze, maze_size=(10, 10), time_limit: int | None = None):
+    def __init__(self, maze, maze_size=(10, 10), time_limit: int | None = None, pool_size: int = 0):
         resolved = resolve_maze(maze, maze_size)
         if isinstance(resolved, MazeLayout):
             generator = LayoutGenerator(resolved)
+            pool_size = 0  # a fixed layout's reset is already two PRNG calls
         else:
             from jumanji.environments.routing.maze.generator import RandomGenerator
 
@@ -69,6 +75,8 @@ class JumanjiMaze(Env):
         self.obs_shape = (3, self.env.num_rows, self.env.num_cols)
         self.obs_dtype = jnp.uint8
         self.max_episode_steps = int(self.env.time_limit)
+        self.pool_size = pool_size
+        self.has_refresh = pool_size > 0
 
     def encode(self, obs) -> Array:
         rows = jnp.arange(self.env.num_rows)[:, None]
@@ -79,26 +87,88 @@ class JumanjiMaze(Env):
         return jnp.stack([obs.walls, agent, target]).astype(jnp.uint8)
 
     def reset(self, key):
-        state, ts = self.env.reset(key)
-        return state, self.encode(ts.observation), ts.observation.action_mask
+        if not self.pool_size:
+            state, ts = self.env.reset(key)
+            return state, self.encode(ts.observation), ts.observation.action_mask
+        pool_key, pick_key, state_key = jax.random.split(key, 3)
+        pool = jax.vmap(self._generate)(jax.random.split(pool_key, self.pool_size))
+        i = jax.random.randint(pick_key, (), 0, self.pool_size)
+        state, obs = self._from_pool(pool, i, state_key)
+        return PooledMaze(state, pool), self.encode(obs), obs.action_mask
 
     def step(self, state, action):
-        next_state, ts = self.env.step(state, action)
+        inner = state.inner if self.pool_size else state
+        next_state, ts = self.env.step(inner, action)
         done = ts.last()
         # We always run under vmap, where a `lax.cond` would evaluate both branches anyway, so
-        # a select says what really runs. The state's key goes straight to the generator, which
-        # splits it (Jumanji's AutoResetWrapper splits it once more first: one more PRNG call
-        # per env step, for nothing).
-        reset_state, reset_ts = self.env.reset(next_state.key)
-        state = jax.tree.map(lambda r, n: jnp.where(done, r, n), reset_state, next_state)
-        obs = jax.tree.map(lambda r, n: jnp.where(done, r, n), reset_ts.observation, ts.observation)
-        return state, EnvStep(
+        # a select says what really runs: the reset branch runs at *every* step.
+        if self.pool_size:
+            # Random mazes: draw from this env's pool (a gather), not the maze generator
+            # (a while loop, ~500x the cost of a step).
+            key, sub = jax.random.split(next_state.key)
+            i = (jax.random.bits(sub, (), jnp.uint32) % self.pool_size).astype(jnp.int32)
+            reset_state, reset_obs = self._from_pool(state.pool, i, key)
+        else:
+            # Fixed layouts: the state's key goes straight to the generator, which splits it
+            # (Jumanji's AutoResetWrapper splits it once more first: one more PRNG call per
+            # env step, for nothing).
+            reset_state, reset_ts = self.env.reset(next_state.key)
+            reset_obs = reset_ts.observation
+        new = jax.tree.map(lambda r, n: jnp.where(done, r, n), reset_state, next_state)
+        obs = jax.tree.map(lambda r, n: jnp.where(done, r, n), reset_obs, ts.observation)
+        return (PooledMaze(new, state.pool) if self.pool_size else new), EnvStep(
             obs=self.encode(obs),
             mask=obs.action_mask,
             reward=ts.reward.astype(jnp.float32),
             terminated=done & (ts.discount == 0),
             done=done,
         )
+
+    def refresh(self, state, key):
+        """Replace one random slot of this env's pool with a newly generated maze."""
+        slot_key, maze_key = jax.random.split(key)
+        j = jax.random.randint(slot_key, (), 0, self.pool_size)
+        new = self._generate(maze_key)
+        pool = jax.tree.map(lambda p, n: p.at[j].set(n), state.pool, new)
+        return PooledMaze(state.inner, pool)
+
+    def _generate(self, key) -> MazePool:
+        s = self.env.generator(key)
+        return MazePool(
+            walls=s.walls,
+            start=jnp.stack([s.agent_position.row, s.agent_position.col]).astype(jnp.int32),
+            target=jnp.stack([s.target_position.row, s.target_position.col]).astype(jnp.int32),
+        )
+
+    def _from_pool(self, pool: MazePool, i, key):
+        """Jumanji's ``Maze.reset`` with the maze taken from the pool instead of generated."""
+        from jumanji.environments.routing.maze.types import Position, State
+
+        walls = pool.walls[i]
+        agent = Position(row=pool.start[i, 0], col=pool.start[i, 1])
+        target = Position(row=pool.target[i, 0], col=pool.target[i, 1])
+        state = State(
+            agent_position=agent,
+            target_position=target,
+            walls=walls,
+            action_mask=self.env._compute_action_mask(walls, agent),
+            step_count=jnp.array(0, jnp.int32),
+            key=key,
+        )
+        return state, self.env._observation_from_state(state)
+
+
+class MazePool(NamedTuple):
+    """Pre-generated mazes of one env: walls (P, H, W), start and target (P, 2)."""
+
+    walls: Array
+    start: Array
+    target: Array
+
+
+class PooledMaze(NamedTuple):
+    inner: Any  # Jumanji's maze state
+    pool: MazePool
 
 
 class GymnaxState(NamedTuple):
@@ -167,7 +237,7 @@ class GymnaxEnv(Env):
 def make_env(cfg: PPOConfig) -> Env:
     """The environment a config names."""
     if cfg.env == "Maze-v0":
-        return JumanjiMaze(cfg.maze_spec, cfg.maze_size, cfg.time_limit)
+        return JumanjiMaze(cfg.maze_spec, cfg.maze_size, cfg.time_limit, cfg.maze_pool)
     if cfg.env in GYMNAX_ENVS:
         return GymnaxEnv(cfg.env, cfg.time_limit)
     raise ValueError(f"PPOConfig.env={cfg.env!r} is not supported yet; use 'Maze-v0'.")

@@ -322,6 +322,12 @@ def bootstrap_values(traj: Transition, state: RunnerState) -> Float[Array, "T N"
 
 def update_step(cfg: PPOConfig, env: Env, state: RunnerState) -> tuple[RunnerState, Metrics]:
     """Collect a rollout, compute GAE targets, learn, and reduce metrics to scalars."""
+    if env.has_refresh:  # e.g. one new maze per env per update for the reset pools
+        key, refresh_key = jax.random.split(state.key)
+        env_state = jax.vmap(env.refresh)(
+            state.env_state, jax.random.split(refresh_key, cfg.num_envs)
+        )
+        state = dataclasses.replace(state, env_state=env_state, key=key)
     state, traj, sums = collect(cfg, env, state)
     next_values = bootstrap_values(traj, state)
     adv, target = gae(

@@ -3,6 +3,7 @@
 import collections
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -101,3 +102,48 @@ def test_random_maze_uses_jumanjis_generator_any_size():
     assert obs.shape == (4, 3, 7, 9)
     walls = np.asarray(states.walls)
     assert walls.any() and not (walls == walls[0]).all()  # different random mazes
+
+
+# ---- random mazes: the reset pool ----
+def test_random_maze_resets_draw_from_the_pool_and_refresh_replaces_one_slot():
+    from purejaxppo import make_env
+
+    cfg = PPOConfig(maze="random", maze_pool=8)
+    env = make_env(cfg)
+    state, obs, mask = env.reset(jax.random.PRNGKey(0))
+    pool = np.asarray(state.pool.walls)
+    assert pool.shape == (8, 10, 10) and len({p.tobytes() for p in pool}) == 8
+
+    def in_pool(walls, pool):
+        return any(np.array_equal(walls, p) for p in pool)
+
+    assert in_pool(np.asarray(state.inner.walls), pool)
+    np.testing.assert_array_equal(obs[0], state.inner.walls)  # channel 0 is the walls
+    step = jax.jit(env.step)
+    seen = 0
+    legal = mask
+    for _ in range(400):  # first legal move; every reset must come from this env's pool
+        state, out = step(state, jnp.argmax(legal))
+        legal = out.mask
+        if bool(out.done):
+            seen += 1
+            assert in_pool(np.asarray(state.inner.walls), pool)
+    assert seen >= 2  # the time limit (100) forces resets
+    refreshed = env.refresh(state, jax.random.PRNGKey(5))
+    changed = [i for i in range(8) if not np.array_equal(refreshed.pool.walls[i], pool[i])]
+    assert len(changed) == 1
+
+
+def test_random_maze_trains_with_and_without_the_pool_and_evaluates_on_fresh_mazes():
+    from purejaxppo import evaluate, make_train
+
+    small = dict(maze="random", num_envs=4, num_steps=32, minibatch_size=64,
+                 update_epochs=1, total_timesteps=256)  # fmt: skip
+    for pool in (4, 0):
+        state, metrics = make_train(PPOConfig(**small, maze_pool=pool))(jax.random.PRNGKey(1))
+        assert np.isfinite(metrics.entropy).all()
+    cfg = PPOConfig(**small, maze_pool=4)
+    ev = evaluate(cfg, jax.tree.map(lambda x: x[None], state.params), jax.random.PRNGKey(9), 5)
+    assert ev.episode_return.shape == (1, 5)
+    with pytest.raises(ValueError, match="maze_pool=-1 is invalid"):
+        PPOConfig(maze="random", maze_pool=-1)
