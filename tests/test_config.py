@@ -49,7 +49,11 @@ def test_numeric_hyperparameters_are_leaves_and_shapes_are_static():
             {"env": "Maze-v1"},
             r"env='Maze-v1' is invalid: no such environment. Did you mean \['Maze-v0'",
         ),
-        ({"env": "Snake-v1"}, r"does not support it yet; supported: \['Maze-v0'\]"),
+        ({"env": "Snake-v1"}, r"does not support it yet; supported: \['Maze-v0', 'CartPole-v1'"),
+        ({"env": "CartPole-v1", "maze": "easy"}, r"maze options apply to Maze-v0 only"),
+        ({"network": "cnn"}, r"network='cnn' is invalid: use one of \['shared', 'separate'\]"),
+        ({"activation": "gelu"}, r"activation='gelu' is invalid"),
+        ({"maze_pool": -1}, r"maze_pool=-1 is invalid"),
     ],
 )
 def test_invalid_configs_are_refused(kwargs, match):

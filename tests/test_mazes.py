@@ -100,14 +100,16 @@ def test_random_maze_uses_jumanjis_generator_any_size():
     env = make_env(cfg)
     states, obs, _ = jax.vmap(env.reset)(jax.random.split(jax.random.PRNGKey(0), 4))
     assert obs.shape == (4, 3, 7, 9)
-    walls = np.asarray(states.walls)
+    walls = np.asarray(states.inner.walls)
     assert walls.any() and not (walls == walls[0]).all()  # different random mazes
+    states, obs, _ = jax.vmap(make_env(cfg.replace(maze_pool=0)).reset)(
+        jax.random.split(jax.random.PRNGKey(0), 4)
+    )  # no pool: Jumanji's own state
+    assert obs.shape == (4, 3, 7, 9) and not (states.walls == states.walls[0]).all()
 
 
 # ---- random mazes: the reset pool ----
 def test_random_maze_resets_draw_from_the_pool_and_refresh_replaces_one_slot():
-    from purejaxppo import make_env
-
     cfg = PPOConfig(maze="random", maze_pool=8)
     env = make_env(cfg)
     state, obs, mask = env.reset(jax.random.PRNGKey(0))
