@@ -196,21 +196,31 @@ class Agents:
         if cache_key not in self._programs:
             valid = np.arange(self.padded(num_agents)) < num_agents
             if kind == "init":
-                fn = self._per_agent(lambda key, hp: init_state(hp, self.env, key))
+                fn = self._per_agent(lambda key, hp: init_state(hp, self.env, key), valid)
             elif kind == "train":
 
                 def fn(keys, hp):
-                    state = self._per_agent(lambda key, c: init_state(c, self.env, key))(keys, hp)
-                    return self._scan(state, hp, self.cfg.num_updates, valid)
+                    init = self._per_agent(lambda key, c: init_state(c, self.env, key), valid)
+                    return self._scan(init(keys, hp), hp, self.cfg.num_updates, valid)
 
             else:
                 fn = lambda state, hp, k=kind[1]: self._scan(state, hp, k, valid)  # noqa: E731
             self._programs[cache_key] = eqx.filter_jit(fn, compiler_options=compiler_options())
         return self._programs[cache_key]
 
-    def _per_agent(self, fn):
+    def _per_agent(self, fn, valid: np.ndarray):
         """vmap ``fn`` over the agent axis; under a mesh, each device maps its own shard."""
-        mapped = jax.vmap(fn)
+        if len(valid) == self.num_devices:
+            # One agent per device: run the plain per-agent program on it. A vmap over an axis
+            # of size 1 still lowers to batched ops, which XLA:CPU ran 20 % slower for one
+            # medium-maze agent (43.4k against 34.4k steps/s); this also makes one agent
+            # here bitwise equal to `make_train`.
+            def mapped(*args):
+                out = fn(*jax.tree.map(lambda x: x[0], args))
+                return jax.tree.map(lambda x: x[None], out)
+
+        else:
+            mapped = jax.vmap(fn)
         if self.mesh is None:
             return mapped
         spec = PartitionSpec(AXIS)
@@ -221,7 +231,7 @@ class Agents:
 
     def _scan(self, state: RunnerState, hp: PPOConfig, num_updates: int, valid: np.ndarray):
         self.num_traces += 1
-        step = self._per_agent(lambda s, c: update_step(c, self.env, s))
+        step = self._per_agent(lambda s, c: update_step(c, self.env, s), valid)
         healthy0 = jnp.ones(valid.shape, bool)
 
         def body(carry, _):

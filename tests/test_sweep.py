@@ -181,3 +181,14 @@ def test_vmapping_a_static_field_is_refused():
             PPOConfig(num_envs=jnp.array([16, 32]))
     with pytest.raises(ValueError, match="is static .* cannot be sampled"):
         sweep(SMALL, search="random", num_samples=2, num_envs=(4, 8))
+
+
+def test_a_one_agent_sweep_is_bitwise_the_solo_run():
+    # One agent per device runs the plain per-agent program (no vmap of size 1), so it is
+    # exactly `make_train`'s computation.
+    from conftest import tree_equal
+
+    res = sweep(SMALL, seeds=[3], mesh=False)
+    state, metrics = make_train(SMALL)(jax.random.PRNGKey(3))
+    assert tree_equal(jax.tree.map(lambda x: x[0], res.metrics), metrics)
+    assert tree_equal(jax.tree.map(lambda x: x[0], res.state.params), state.params)

@@ -103,7 +103,7 @@ def test_from_purejaxrl_translates_every_key():
     with pytest.raises(ValueError, match=r"missing keys \['LR'\]"):
         PPOConfig.from_purejaxrl({k: v for k, v in CARTPOLE.items() if k != "LR"})
     with pytest.raises(ValueError, match="activation='gelu' is invalid"):
-        PPOConfig.from_purejaxrl({**CARTPOLE, "ACTIVATION": "gelu"})
+        PPOConfig.from_purejaxrl({**CARTPOLE, "ACTIVATION": "gelu", "TOTAL_TIMESTEPS": 512 * 976})
 
 
 # ---- gymnax (the test environment installs the optional extra) ----
