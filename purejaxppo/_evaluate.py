@@ -23,7 +23,7 @@ from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
 from ._config import PPOConfig
 from ._envs import Env, make_env
-from ._networks import ActorCritic, make_network, masked_log_probs, sample_action
+from ._networks import ActorCritic, masked_log_probs, network_shapes, sample_action
 
 
 class EvalResult(NamedTuple):
@@ -83,11 +83,7 @@ def evaluate(
     env = make_env(cfg)
     steps = env.max_episode_steps if max_steps is None else max_steps
     leaves = jax.tree.leaves(params)
-    like = jax.tree.leaves(
-        jax.eval_shape(
-            lambda: make_network(cfg, env.obs_shape, env.num_actions, jax.random.PRNGKey(0))
-        )
-    )
+    like = jax.tree.leaves(network_shapes(cfg, env.obs_shape, env.num_actions))
     batch = leaves[0].shape[: leaves[0].ndim - like[0].ndim]
     flat = jax.tree.map(lambda x: jnp.reshape(x, (-1, *x.shape[len(batch) :])), params)
     # Every agent plays the same episodes (same key: common random numbers), so agents are

@@ -216,6 +216,11 @@ def make_network(cfg, obs_shape: tuple[int, ...], num_actions: int, key: PRNGKey
     )  # fmt: skip
 
 
+def network_shapes(cfg, obs_shape: tuple[int, ...], num_actions: int):
+    """Shapes and dtypes of ``make_network``'s parameters (nothing is computed)."""
+    return jax.eval_shape(lambda: make_network(cfg, obs_shape, num_actions, jax.random.PRNGKey(0)))
+
+
 def masked_log_probs(
     logits: Float[Array, "*B A"], mask: Bool[Array, "*B A"]
 ) -> Float[Array, "*B A"]:

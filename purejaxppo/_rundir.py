@@ -29,7 +29,7 @@ from ._checkpoint import _atomic_write, config_from_json, config_to_json
 from ._config import PPOConfig, static_field_names
 from ._evaluate import Policy, evaluate, policy_of
 from ._figures import plot_curves, write_gif
-from ._networks import ActorCritic, make_network
+from ._networks import ActorCritic, network_shapes
 from ._ppo import Metrics
 from ._sweep import SweepResult
 
@@ -283,9 +283,7 @@ def _params_like(cfg: PPOConfig, batch: list[int]):
     from ._envs import make_env
 
     env = make_env(cfg)
-    one = jax.eval_shape(
-        lambda: make_network(cfg, env.obs_shape, env.num_actions, jax.random.PRNGKey(0))
-    )
+    one = network_shapes(cfg, env.obs_shape, env.num_actions)
     return jax.tree.map(lambda x: np.zeros((*batch, *x.shape), x.dtype), one)
 
 
