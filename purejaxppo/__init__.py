@@ -4,16 +4,23 @@ from ._agents import Agents as Agents
 from ._agents import Progress as Progress
 from ._agents import agent_mesh as agent_mesh
 from ._checkpoint import CheckpointError as CheckpointError
-from ._checkpoint import train_with_checkpoints as train_with_checkpoints
+from ._config import JUMANJI_ENVS as JUMANJI_ENVS
+from ._config import SUPPORTED_ENVS as SUPPORTED_ENVS
 from ._config import PPOConfig as PPOConfig
 from ._envs import Env as Env
 from ._envs import EnvStep as EnvStep
 from ._envs import JumanjiMaze as JumanjiMaze
+from ._envs import TimeInput as TimeInput
 from ._envs import make_env as make_env
 from ._evaluate import EvalResult as EvalResult
 from ._evaluate import Policy as Policy
 from ._evaluate import evaluate as evaluate
 from ._evaluate import policy_of as policy_of
+from ._jumanji import ENCODERS as ENCODERS
+from ._jumanji import ActionLayout as ActionLayout
+from ._jumanji import JumanjiEnv as JumanjiEnv
+from ._jumanji import action_layout as action_layout
+from ._jumanji import flatten_observation as flatten_observation
 from ._mazes import EASY as EASY
 from ._mazes import MEDIUM as MEDIUM
 from ._mazes import MazeLayout as MazeLayout
@@ -36,5 +43,6 @@ from ._sweep import Agent as Agent
 from ._sweep import SweepResult as SweepResult
 from ._sweep import resume_sweep as resume_sweep
 from ._sweep import sweep as sweep
+from ._sweep import train_with_checkpoints as train_with_checkpoints
 
 __version__ = "0.1.0"

@@ -48,7 +48,10 @@ class PPOConfig(eqx.Module):
 
     # ---- static: these fix shapes, loop lengths or the program's structure -----------------
     env: str = eqx.field(default="Maze-v0", static=True)
-    """Environment name. ``"Maze-v0"`` (Jumanji) is the built-in one."""
+    """Environment name: ``"Maze-v0"`` (the default), another registered Jumanji env with a
+    discrete or multi-discrete action (tested: Snake-v1, Game2048-v1, PacMan-v1,
+    SlidingTilePuzzle-v0, Minesweeper-v0, Tetris-v0), or a gymnax env (CartPole-v1,
+    Acrobot-v1, Breakout-MinAtar; needs the ``gymnax`` extra)."""
     maze: MazeSpec = eqx.field(default=None, static=True)
     """For Maze-v0: ``"easy"``, ``"medium"`` (default), ``"random"`` or a layout (rows of
     ``#``/``.``/``S``/``G``). Must be None for other environments."""
@@ -60,6 +63,10 @@ class PPOConfig(eqx.Module):
     vmap). Bias: training mazes repeat within a pool; evaluation always uses fresh ones."""
     time_limit: int | None = eqx.field(default=None, static=True)
     """Episode step limit. None: Jumanji's default (rows × cols for Maze)."""
+    time_input: bool = eqx.field(default=False, static=True)
+    """Give the network ``t / time_limit`` (one more plane or feature), as Jumanji's own
+    Maze network does: Maze reports its time limit as a termination, so this lets the value
+    see the deadline. Observations become float32."""
     num_envs: int = eqx.field(default=16, static=True)
     """Environments stepped in parallel per agent."""
     num_steps: int = eqx.field(default=512, static=True)
@@ -275,6 +282,8 @@ def _validate(c: PPOConfig) -> None:
         or (c.maze_pool < 0)
     ):
         _fail("maze_pool", c.maze_pool, "use a non-negative integer (0 turns the pool off).")
+    if not isinstance(c.time_input, bool):
+        _fail("time_input", c.time_input, "use True or False.")
     if c.time_limit is not None and c.time_limit <= 0:
         _fail("time_limit", c.time_limit, "it must be a positive integer or None.")
 
@@ -311,7 +320,13 @@ NETWORKS = ("shared", "separate")
 ACTIVATIONS = ("relu", "tanh")
 #: gymnax environments with an adapter (gymnax 1.0 API; ``pip install purejaxppo[gymnax]``).
 GYMNAX_ENVS = ("CartPole-v1", "Acrobot-v1", "Breakout-MinAtar")
-SUPPORTED_ENVS = ("Maze-v0", *GYMNAX_ENVS)
+#: Jumanji environments beyond Maze with their own observation encoder, trained in the tests.
+#: Other registered Jumanji envs with (multi-)discrete actions run through the flattening
+#: fallback encoder.
+JUMANJI_ENVS = (
+    "Snake-v1", "Game2048-v1", "PacMan-v1", "SlidingTilePuzzle-v0", "Minesweeper-v0", "Tetris-v0",
+)  # fmt: skip
+SUPPORTED_ENVS = ("Maze-v0", *JUMANJI_ENVS, *GYMNAX_ENVS)
 
 
 def _check_env_name(name) -> None:
@@ -320,10 +335,8 @@ def _check_env_name(name) -> None:
     import jumanji
 
     registered = sorted([*jumanji.registered_environments(), *GYMNAX_ENVS])
-    if name in registered and name not in SUPPORTED_ENVS:
-        _fail(
-            "env", name, f"purejaxppo does not support it yet; supported: {list(SUPPORTED_ENVS)}."
-        )
+    if name in registered:  # a Jumanji env: its action spec is checked when it is built
+        return
     close = difflib.get_close_matches(str(name), registered, n=3, cutoff=0.5)
     hint = f" Did you mean {close}?" if close else f" Jumanji environments: {registered}."
     _fail("env", name, f"no such environment.{hint} Supported: {list(SUPPORTED_ENVS)}.")

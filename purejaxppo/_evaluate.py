@@ -23,7 +23,13 @@ from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
 from ._config import PPOConfig
 from ._envs import Env, make_env
-from ._networks import ActorCritic, masked_log_probs, network_shapes, sample_action
+from ._networks import (
+    ActorCritic,
+    greedy_action,
+    masked_log_probs,
+    network_shapes,
+    sample_action,
+)
 
 
 class EvalResult(NamedTuple):
@@ -47,16 +53,17 @@ class Policy(eqx.Module):
 
     def __call__(
         self, obs: Array, mask: Bool[Array, "*B A"], key: PRNGKeyArray | None = None
-    ) -> Int[Array, "*B"]:
+    ) -> Int[Array, "*B"] | Int[Array, "*B k"]:
         batch = mask.shape[:-1]
+        dims = self.network.action_dims
         flat_obs = obs.reshape(-1, *obs.shape[len(batch) :])
         logits, _ = jax.vmap(self.network)(flat_obs)
-        log_probs = masked_log_probs(logits, mask.reshape(-1, mask.shape[-1]))
+        log_probs = masked_log_probs(logits, mask.reshape(-1, mask.shape[-1]), dims)
         if key is None:
-            action = jnp.argmax(log_probs, axis=-1)
+            action = greedy_action(log_probs, dims)
         else:
-            action = sample_action(key, log_probs)
-        return action.reshape(batch)
+            action = sample_action(key, log_probs, dims)
+        return action.reshape(*batch, *action.shape[1:])
 
 
 def policy_of(params: ActorCritic, index: int | tuple[int, ...] = ()) -> Policy:
@@ -83,7 +90,7 @@ def evaluate(
     env = make_env(cfg)
     steps = env.max_episode_steps if max_steps is None else max_steps
     leaves = jax.tree.leaves(params)
-    like = jax.tree.leaves(network_shapes(cfg, env.obs_shape, env.num_actions))
+    like = jax.tree.leaves(network_shapes(cfg, env.obs_shape, env.action_dims))
     batch = leaves[0].shape[: leaves[0].ndim - like[0].ndim]
     flat = jax.tree.map(lambda x: jnp.reshape(x, (-1, *x.shape[len(batch) :])), params)
     # Every agent plays the same episodes (same key: common random numbers), so agents are

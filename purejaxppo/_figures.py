@@ -66,30 +66,42 @@ def plot_curves(path: Path, curves: dict[str, np.ndarray], env_steps: np.ndarray
 
 
 def write_gif(
-    path: Path, cfg: PPOConfig, policy: Policy, key: PRNGKeyArray, interval_ms: int = 150
+    path: Path,
+    cfg: PPOConfig,
+    policy: Policy,
+    key: PRNGKeyArray,
+    interval_ms: int = 150,
+    max_frames: int = 200,
 ) -> int:
     """Play one greedy episode with ``policy`` and save Jumanji's animation of it as a GIF.
 
-    Returns the number of frames. Only Maze-v0 has a renderer here.
+    Returns the number of frames. Jumanji envs only (their own renderers), without
+    ``time_input``. Long episodes (Snake's limit is 4,000 steps) stop at ``max_frames``:
+    rendering costs ~0.1 s per frame.
     """
     import matplotlib
 
     matplotlib.use("Agg")
     from ._envs import JumanjiMaze, make_env
+    from ._jumanji import JumanjiEnv
 
     env = make_env(cfg)
-    if not isinstance(env, JumanjiMaze):
-        raise ValueError(f"write_gif: no renderer for env={cfg.env!r}.")
+    if isinstance(env, JumanjiMaze):
+        mask, to_jumanji = (lambda obs: obs.action_mask), (lambda action: action)
+    elif isinstance(env, JumanjiEnv):
+        mask, to_jumanji = env.mask, env.env_action
+    else:
+        raise ValueError(f"write_gif: no renderer for {cfg.env!r}, time_input={cfg.time_input}.")
     jumanji_env = env.env
 
     @jax.jit
     def step(policy, state, ts):
-        action = policy(env.encode(ts.observation), ts.observation.action_mask)
-        return jumanji_env.step(state, action)
+        action = policy(env.encode(ts.observation), mask(ts.observation))
+        return jumanji_env.step(state, to_jumanji(action))
 
     state, ts = jax.jit(jumanji_env.reset)(key)
     states = [state]
-    for _ in range(env.max_episode_steps):
+    for _ in range(min(env.max_episode_steps, max_frames - 1)):
         state, ts = step(policy, state, ts)
         states.append(state)
         if bool(ts.last()):

@@ -93,11 +93,12 @@ class ActorCritic(eqx.Module):
     value_head: eqx.nn.Linear
     policy_head: eqx.nn.Linear
     activation: str = eqx.field(static=True, default="relu")
+    action_dims: tuple[int, ...] = eqx.field(static=True, default=(4,))  # see `_action_dims`
 
     def __init__(
         self,
         obs_shape: tuple[int, ...],
-        num_actions: int,
+        num_actions: int | tuple[int, ...],
         conv_channels: tuple[int, ...] = (1,),
         mlp_widths: tuple[int, ...] = (64,),
         *,
@@ -105,6 +106,8 @@ class ActorCritic(eqx.Module):
         key: PRNGKeyArray,
     ):
         self.activation = activation
+        self.action_dims = _action_dims(num_actions)
+        num_actions = sum(self.action_dims)
         keys = iter(jax.random.split(key, len(conv_channels) + len(mlp_widths) + 3))
         convs = []
         if len(obs_shape) == 3:  # (C, H, W) grid
@@ -149,6 +152,17 @@ class ActorCritic(eqx.Module):
 ACTIVATIONS = {"relu": jax.nn.relu, "tanh": jnp.tanh}
 
 
+def _action_dims(num_actions: int | tuple[int, ...]) -> tuple[int, ...]:
+    """``A`` → ``(A,)`` (one categorical); a tuple lists the sizes of factorised categoricals.
+
+    The network outputs ``sum(dims)`` logits either way; the policy functions below read them
+    with these dims.
+    """
+    if isinstance(num_actions, (tuple, list)):
+        return tuple(int(d) for d in num_actions)
+    return (int(num_actions),)
+
+
 def _orthogonal_linear(d_in: int, d_out, scale: float, key: PRNGKeyArray) -> eqx.nn.Linear:
     """A Linear with orthogonal weights at ``scale`` and zero bias (PureJaxRL's init)."""
     lin = eqx.nn.Linear(d_in, d_out, key=key)
@@ -168,17 +182,20 @@ class SeparateActorCritic(eqx.Module):
     actor: tuple[eqx.nn.Linear, ...]
     critic: tuple[eqx.nn.Linear, ...]
     activation: str = eqx.field(static=True)
+    action_dims: tuple[int, ...] = eqx.field(static=True)
 
     def __init__(
         self,
         obs_shape: tuple[int, ...],
-        num_actions: int,
+        num_actions: int | tuple[int, ...],
         widths: tuple[int, ...] = (64, 64),
         activation: str = "tanh",
         *,
         key: PRNGKeyArray,
     ):
         actor_key, critic_key = jax.random.split(key)
+        self.action_dims = _action_dims(num_actions)
+        num_actions = sum(self.action_dims)
 
         def mlp(key, out, out_scale):
             keys = jax.random.split(key, len(widths) + 1)
@@ -206,8 +223,10 @@ class SeparateActorCritic(eqx.Module):
         return run(self.actor), run(self.critic)
 
 
-def make_network(cfg, obs_shape: tuple[int, ...], num_actions: int, key: PRNGKeyArray):
-    """The network a config asks for (``cfg.network``)."""
+def make_network(
+    cfg, obs_shape: tuple[int, ...], num_actions: int | tuple[int, ...], key: PRNGKeyArray
+):
+    """The network a config asks for (``cfg.network``); ``num_actions`` may be factor sizes."""
     if cfg.network == "separate":
         return SeparateActorCritic(obs_shape, num_actions, cfg.mlp_widths, cfg.activation, key=key)
     return ActorCritic(
@@ -216,21 +235,52 @@ def make_network(cfg, obs_shape: tuple[int, ...], num_actions: int, key: PRNGKey
     )  # fmt: skip
 
 
-def network_shapes(cfg, obs_shape: tuple[int, ...], num_actions: int):
+def network_shapes(cfg, obs_shape: tuple[int, ...], num_actions: int | tuple[int, ...]):
     """Shapes and dtypes of ``make_network``'s parameters (nothing is computed)."""
     return jax.eval_shape(lambda: make_network(cfg, obs_shape, num_actions, jax.random.PRNGKey(0)))
 
 
+# ---- the policy distribution -----------------------------------------------------------
+# ``dims`` describes the action: ``(A,)`` (or None) is one categorical over A actions, also
+# used for a multi-discrete action whose mask is *joint* (the env flattens it); ``(d1, ..., dk)``
+# is k independent ("factorised") categoricals whose logits and masks are concatenated, and
+# whose action is a vector of k indices. Entropy needs no ``dims``: the sum of -p·log p over
+# all concatenated entries is the sum of the factors' entropies.
+
+
 def masked_log_probs(
-    logits: Float[Array, "*B A"], mask: Bool[Array, "*B A"]
+    logits: Float[Array, "*B A"], mask: Bool[Array, "*B A"], dims: tuple[int, ...] | None = None
 ) -> Float[Array, "*B A"]:
-    """Log-probabilities of the categorical over legal actions (forbidden ones ≈ -1e9)."""
-    return jax.nn.log_softmax(jnp.where(mask, logits, MASKED_LOGIT), axis=-1)
+    """Log-probabilities over legal actions (forbidden ones ≈ -1e9), per factor of ``dims``."""
+    x = jnp.where(mask, logits, MASKED_LOGIT)
+    if _single(dims):
+        return jax.nn.log_softmax(x, axis=-1)
+    if len(set(dims)) == 1:  # equal factors: one reshape, one kernel
+        k, d = len(dims), dims[0]
+        return jax.nn.log_softmax(x.reshape(*x.shape[:-1], k, d), axis=-1).reshape(x.shape)
+    parts = jnp.split(x, np.cumsum(dims)[:-1].tolist(), axis=-1)
+    return jnp.concatenate([jax.nn.log_softmax(p, axis=-1) for p in parts], axis=-1)
 
 
-def sample_action(key: PRNGKeyArray, log_probs: Float[Array, "*B A"]) -> Int[Array, "*B"]:
-    """Sample from the masked categorical; a forbidden action can never win (≈ -1e9)."""
-    return jax.random.categorical(key, log_probs, axis=-1)
+def sample_action(
+    key: PRNGKeyArray, log_probs: Float[Array, "*B A"], dims: tuple[int, ...] | None = None
+) -> Int[Array, "*B"] | Int[Array, "*B k"]:
+    """Sample from the masked policy; a forbidden action can never win (≈ -1e9).
+
+    Returns ``(*B,)`` indices for one categorical, ``(*B, k)`` for k factors.
+    """
+    if _single(dims):
+        return jax.random.categorical(key, log_probs, axis=-1)
+    return jax.random.categorical(key, _factor_view(log_probs, dims), axis=-1)
+
+
+def greedy_action(
+    log_probs: Float[Array, "*B A"], dims: tuple[int, ...] | None = None
+) -> Int[Array, "*B"] | Int[Array, "*B k"]:
+    """The most probable legal action (per factor)."""
+    if _single(dims):
+        return jnp.argmax(log_probs, axis=-1)
+    return jnp.argmax(_factor_view(log_probs, dims), axis=-1)
 
 
 def entropy(log_probs: Float[Array, "*B A"]) -> Float[Array, "*B"]:
@@ -238,6 +288,30 @@ def entropy(log_probs: Float[Array, "*B A"]) -> Float[Array, "*B"]:
     return -jnp.sum(jnp.exp(log_probs) * log_probs, axis=-1)
 
 
-def take(log_probs: Float[Array, "*B A"], action: Int[Array, "*B"]) -> Float[Array, "*B"]:
-    """log π(action)."""
-    return jnp.take_along_axis(log_probs, action[..., None], axis=-1)[..., 0]
+def take(
+    log_probs: Float[Array, "*B A"],
+    action: Int[Array, "*B"] | Int[Array, "*B k"],
+    dims: tuple[int, ...] | None = None,
+) -> Float[Array, "*B"]:
+    """log π(action): for k factors, the sum of the factors' log-probabilities."""
+    if _single(dims):
+        return jnp.take_along_axis(log_probs, action[..., None], axis=-1)[..., 0]
+    per_factor = jnp.take_along_axis(_factor_view(log_probs, dims), action[..., None], axis=-1)
+    return per_factor[..., 0].sum(-1)
+
+
+def _single(dims) -> bool:
+    return dims is None or len(dims) == 1
+
+
+def _factor_view(x: Float[Array, "*B A"], dims: tuple[int, ...]) -> Float[Array, "*B k D"]:
+    """(*B, sum(dims)) → (*B, k, max(dims)); short factors padded with MASKED_LOGIT."""
+    k, d = len(dims), max(dims)
+    if len(set(dims)) == 1:
+        return x.reshape(*x.shape[:-1], k, d)
+    parts = jnp.split(x, np.cumsum(dims)[:-1].tolist(), axis=-1)
+    pad = [(0, 0)] * (x.ndim - 1)
+    return jnp.stack(
+        [jnp.pad(p, [*pad, (0, d - p.shape[-1])], constant_values=MASKED_LOGIT) for p in parts],
+        axis=-2,
+    )

@@ -36,7 +36,7 @@ class Transition(NamedTuple):
 
     obs: Array
     mask: Bool[Array, "*batch A"]
-    action: Int[Array, "*batch"]
+    action: Int[Array, "*batch"] | Int[Array, "*batch k"]  # k: factorised policies
     log_prob: Float[Array, "*batch"]
     value: Float[Array, "*batch"]
     reward: Float[Array, "*batch"]
@@ -111,7 +111,7 @@ def make_optimizer(cfg: PPOConfig) -> optax.GradientTransformation:
 # ---------------------------------------------------------------------------------- init ---
 def init_state(cfg: PPOConfig, env: Env, key: PRNGKeyArray) -> RunnerState:
     key, net_key, env_key = jax.random.split(key, 3)
-    params = make_network(cfg, env.obs_shape, env.num_actions, net_key)
+    params = make_network(cfg, env.obs_shape, env.action_dims, net_key)
     env_state, obs, mask = jax.vmap(env.reset)(jax.random.split(env_key, cfg.num_envs))
     return RunnerState(
         params=params,
@@ -140,12 +140,13 @@ def collect(cfg: PPOConfig, env: Env, state: RunnerState):
     that ended (kept in the carry, so nothing per-step escapes the update).
     """
     net = state.params
+    dims = env.action_dims  # one categorical, or factorised (see _networks.py)
 
     def step(carry, key):
         s, sums = carry
         logits, value = jax.vmap(net)(s.obs)
-        log_probs = masked_log_probs(logits, s.mask)
-        action = sample_action(key, log_probs)
+        log_probs = masked_log_probs(logits, s.mask, dims)
+        action = sample_action(key, log_probs, dims)
         env_state, out = jax.vmap(env.step)(s.env_state, action)
         ep_ret = s.episode_return + out.reward
         ep_len = s.episode_length + 1
@@ -158,7 +159,7 @@ def collect(cfg: PPOConfig, env: Env, state: RunnerState):
         if env.can_truncate:  # one more forward pass, on the pre-reset observations
             _, next_value = jax.vmap(net)(out.final_obs)
         transition = Transition(
-            s.obs, s.mask, action, take(log_probs, action), value, out.reward,
+            s.obs, s.mask, action, take(log_probs, action, dims), value, out.reward,
             out.terminated, out.done, next_value,
         )  # fmt: skip
         s = dataclasses.replace(
@@ -218,8 +219,9 @@ def gae(
 # ------------------------------------------------------------------------------ the loss ---
 def ppo_loss(net: ActorCritic, cfg: PPOConfig, mb: Transition, adv, target):
     logits, value = jax.vmap(net)(mb.obs)  # value: (M,) — a scalar head, so no (M, M) broadcast
-    log_probs = masked_log_probs(logits, mb.mask)  # the same masking as in `collect`
-    log_ratio = take(log_probs, mb.action) - mb.log_prob
+    dims = net.action_dims
+    log_probs = masked_log_probs(logits, mb.mask, dims)  # the same masking as in `collect`
+    log_ratio = take(log_probs, mb.action, dims) - mb.log_prob
     ratio = jnp.exp(log_ratio)
     if cfg.normalize_advantages:
         adv = (adv - adv.mean()) / (adv.std() + 1e-8)

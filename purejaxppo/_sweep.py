@@ -377,6 +377,34 @@ def _run(base: PPOConfig, values: dict, seeds: list[int], **run):
     )
 
 
+def train_with_checkpoints(
+    cfg: PPOConfig,
+    run_dir: str | Path,
+    *,
+    seed: int = 0,
+    checkpoint_every: int = 10,
+    resume: bool = False,
+    should_stop: Callable[[], bool] | None = None,
+    progress: ProgressFn | None = None,
+) -> tuple[RunnerState, Metrics, bool]:
+    """One agent trained in chunks of ``checkpoint_every`` updates, checkpointed after each.
+
+    A one-seed `sweep` with ``run_dir`` (the same files and checkpoints; `resume_sweep` and
+    ``purejaxppo train --resume`` continue it), returning the agent's own ``(state, metrics,
+    finished)`` without the seed axis. Results equal ``make_train(cfg)(PRNGKey(seed))`` bit
+    for bit on CPU; ``resume=True`` continues from the last checkpoint, which must have been
+    written for the same ``cfg`` and ``seed``.
+    """
+    if not isinstance(checkpoint_every, int) or checkpoint_every < 1:
+        raise ValueError(f"checkpoint_every={checkpoint_every!r}: need a positive int.")
+    res = sweep(
+        cfg, [seed], run_dir=run_dir, checkpoint_every=checkpoint_every, resume=resume,
+        should_stop=should_stop, progress=progress,
+    )  # fmt: skip
+    state, metrics = jax.tree.map(lambda x: x[0], (res.state, res.metrics))
+    return state, metrics, res.finished
+
+
 def _run_chunked(base, values, seeds, spec, run_dir: Path, every, resume, should_stop, **run):
     """`_run` in chunks of ``every`` updates with a checkpoint of every agent after each."""
     keys, hparams, shape = _agent_inputs(base, values, seeds)

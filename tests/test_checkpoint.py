@@ -20,7 +20,7 @@ from purejaxppo import (
     sweep,
     train_with_checkpoints,
 )
-from purejaxppo._checkpoint import checkpoints, load
+from purejaxppo._checkpoint import checkpoints
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -70,11 +70,15 @@ def one_checkpoint(tmp_path):
     return path
 
 
+def resume(run_dir, cfg=CFG, seed=3):
+    return train_with_checkpoints(cfg, run_dir, seed=seed, checkpoint_every=2, resume=True)
+
+
 def test_truncated_checkpoint_is_refused(one_checkpoint):
     data = one_checkpoint.read_bytes()
     one_checkpoint.write_bytes(data[:-1])
     with pytest.raises(CheckpointError, match="truncated"):
-        load(one_checkpoint, make_train(CFG), seed=3)
+        resume(one_checkpoint.parent)
 
 
 def test_flipped_byte_is_refused(one_checkpoint):
@@ -82,21 +86,20 @@ def test_flipped_byte_is_refused(one_checkpoint):
     data[-100] ^= 0x01
     one_checkpoint.write_bytes(bytes(data))
     with pytest.raises(CheckpointError, match="corrupted"):
-        load(one_checkpoint, make_train(CFG), seed=3)
+        resume(one_checkpoint.parent)
 
 
-def test_checkpoint_of_another_config_is_refused(one_checkpoint):
-    with pytest.raises(CheckpointError, match="different config"):
-        load(one_checkpoint, make_train(CFG.replace(lr=1e-3)), seed=3)
-    with pytest.raises(CheckpointError, match="different seed"):
-        load(one_checkpoint, make_train(CFG), seed=4)
+def test_checkpoint_of_another_config_or_seed_is_refused(one_checkpoint):
+    with pytest.raises(CheckpointError, match="different sweep"):
+        resume(one_checkpoint.parent, CFG.replace(lr=1e-3))
+    with pytest.raises(CheckpointError, match="different sweep"):
+        resume(one_checkpoint.parent, seed=4)
 
 
-def test_garbage_file_is_refused(tmp_path):
-    bad = tmp_path / "ckpt-00000001.eqx"
-    bad.write_bytes(b"\x00\x01 not a checkpoint")
+def test_garbage_file_is_refused(one_checkpoint):
+    one_checkpoint.write_bytes(b"\x00\x01 not a checkpoint")
     with pytest.raises(CheckpointError, match="not a purejaxppo checkpoint"):
-        load(bad, make_train(CFG), seed=3)
+        resume(one_checkpoint.parent)
 
 
 def test_sigterm_then_resume_in_subprocesses(tmp_path):

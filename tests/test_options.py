@@ -77,3 +77,35 @@ def test_all_options_together_train_and_differ_from_default():
     for name in ("policy_loss", "value_loss", "entropy", "grad_norm"):
         assert np.isfinite(np.asarray(getattr(m, name))).all(), name
     assert not np.allclose(m.policy_loss, d.policy_loss)
+
+
+def test_time_input_adds_the_episode_fraction_as_a_plane(key):
+    from purejaxppo._envs import make_env
+
+    cfg = PPOConfig(maze="easy", time_input=True, time_limit=3)
+    env = make_env(cfg)
+    assert env.obs_shape == (4, 10, 10) and env.obs_dtype == jnp.float32
+    state, obs, _ = env.reset(key)
+    seen = [float(obs[3, 0, 0])]
+    for _ in range(4):  # a maze agent cannot reach the goal in 3 steps: cut at the limit
+        state, out = env.step(state, jnp.int32(0))
+        seen.append(float(out.obs[3, 0, 0]))
+        assert np.all(np.asarray(out.obs[3]) == seen[-1])  # constant over the plane
+        np.testing.assert_array_equal(out.obs[:3], out.obs[:3].astype(jnp.uint8))
+    np.testing.assert_allclose(seen, [0, 1 / 3, 2 / 3, 0, 1 / 3], rtol=1e-6)  # reset at 3
+
+
+def test_time_input_appends_a_feature_to_vectors_and_trains(key):
+    from purejaxppo._envs import make_env
+
+    cfg = PPOConfig(env="Knapsack-v1", time_input=True, num_envs=4, num_steps=16,
+                    minibatch_size=32, total_timesteps=128)  # fmt: skip
+    env = make_env(cfg)
+    inner = make_env(cfg.replace(time_input=False))
+    assert env.obs_shape == (inner.obs_shape[0] + 1,)
+    _, metrics = make_train(cfg)(key)
+    assert np.all(np.isfinite(metrics.policy_loss))
+    maze = PPOConfig(maze="easy", time_input=True, num_envs=4, num_steps=32,
+                     minibatch_size=64, total_timesteps=128)  # fmt: skip
+    _, metrics = make_train(maze)(key)
+    assert np.all(np.isfinite(metrics.value_loss))

@@ -1,0 +1,86 @@
+"""Experiment (not a test): PPO against a uniformly random masked policy on Jumanji envs.
+
+Run:  python benchmarks/experiment_beat_random.py --env Snake-v1 Game2048-v1 Minesweeper-v0
+
+For each env: train ``--seeds`` agents in one program with the config below (the same for
+every env; set before the measured runs, after a 100k-step probe showed that a convolution
+torso with several channels ran at ~5k steps/s here, so the torso is an MLP on the encoded
+grid), then play the same ``--episodes`` fresh episodes with every trained agent (sampling
+from its policy, as in training) and with a uniformly random policy over the legal actions,
+and print the mean episode return of each with a 95 % bootstrap CI and the margin
+(trained − random).
+
+The random policy is the trained network with its policy head zeroed: all logits equal, so
+it picks uniformly among the actions the env's mask allows — the same masking the agent gets.
+"""
+
+import argparse
+import json
+import time
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from purejaxppo import PPOConfig, bootstrap_ci, evaluate, sweep
+
+# One batch layout for every env: 64 envs × 128 steps, 8 minibatches of 1,024, 4 epochs,
+# advantage normalisation and gradient clipping (2048's rewards reach the hundreds).
+COMMON = dict(
+    num_envs=64, num_steps=128, minibatch_size=1024, update_epochs=4, normalize_advantages=True,
+    max_grad_norm=0.5, lr=3e-4, ent_coef=0.01, gamma=0.99, gae_lambda=0.95,
+)  # fmt: skip
+# An MLP on the encoded grid: with several channels the 3×3 convolution torso costs
+# 40 ms per 1,024-row minibatch step on this CPU (Toeplitz or im2col alike), 10× the MLP.
+NETWORK = dict(conv_channels=(), mlp_widths=(256, 128))
+
+
+def config(env: str, steps: int) -> PPOConfig:
+    batch = COMMON["num_envs"] * COMMON["num_steps"]
+    return PPOConfig(env=env, total_timesteps=max(1, steps // batch) * batch, **COMMON, **NETWORK)
+
+
+def uniform_policy(params):
+    """The same network with a zero policy head: uniform over the legal actions."""
+    head = lambda p: (p.policy_head.weight, p.policy_head.bias)  # noqa: E731
+    return eqx.tree_at(head, params, tuple(jnp.zeros_like(x) for x in head(params)))
+
+
+def run(env: str, steps: int, seeds: int, episodes: int) -> dict:
+    cfg = config(env, steps)
+    t0 = time.perf_counter()
+    res = sweep(cfg, seeds)
+    train_s = time.perf_counter() - t0
+    key = jax.random.PRNGKey(2**31 - 1)  # the same episodes for every policy
+    trained = np.asarray(evaluate(cfg, res.state.params, key, episodes, greedy=False)
+                         .episode_return)  # fmt: skip
+    rand = np.asarray(evaluate(cfg, uniform_policy(res.state.params), key, episodes,
+                               greedy=False).episode_return)  # fmt: skip
+    per_seed = trained.mean(-1)
+    lo, hi = bootstrap_ci(trained.reshape(-1), np.mean)
+    rlo, rhi = bootstrap_ci(rand.reshape(-1), np.mean)
+    return dict(
+        env=env, steps=cfg.total_timesteps, seeds=seeds, episodes=episodes,
+        train_s=round(train_s, 1), compile_s=round(res.timings.get("compile_s", float("nan")), 1),
+        trained_return=float(trained.mean()), trained_ci=[float(lo), float(hi)],
+        trained_per_seed=[round(float(x), 2) for x in per_seed],
+        random_return=float(rand.mean()), random_ci=[float(rlo), float(rhi)],
+        margin=float(trained.mean() - rand.mean()),
+        ratio=float(trained.mean() / rand.mean()) if rand.mean() else None,
+    )  # fmt: skip
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--env", nargs="+", default=["Snake-v1", "Game2048-v1", "Minesweeper-v0"])
+    p.add_argument("--steps", type=int, default=3_000_000)
+    p.add_argument("--seeds", type=int, default=2)
+    p.add_argument("--episodes", type=int, default=500)
+    args = p.parse_args()
+    for env in args.env:
+        print(json.dumps(run(env, args.steps, args.seeds, args.episodes)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
