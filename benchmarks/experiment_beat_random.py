@@ -36,9 +36,9 @@ COMMON = dict(
 NETWORK = dict(conv_channels=(), mlp_widths=(256, 128))
 
 
-def config(env: str, steps: int) -> PPOConfig:
+def config(env: str, steps: int, network: dict = NETWORK) -> PPOConfig:
     batch = COMMON["num_envs"] * COMMON["num_steps"]
-    return PPOConfig(env=env, total_timesteps=max(1, steps // batch) * batch, **COMMON, **NETWORK)
+    return PPOConfig(env=env, total_timesteps=max(1, steps // batch) * batch, **COMMON, **network)
 
 
 def uniform_policy(params):
@@ -47,8 +47,8 @@ def uniform_policy(params):
     return eqx.tree_at(head, params, tuple(jnp.zeros_like(x) for x in head(params)))
 
 
-def run(env: str, steps: int, seeds: int, episodes: int) -> dict:
-    cfg = config(env, steps)
+def run(env: str, steps: int, seeds: int, episodes: int, network: dict = NETWORK) -> dict:
+    cfg = config(env, steps, network)
     t0 = time.perf_counter()
     res = sweep(cfg, seeds)
     train_s = time.perf_counter() - t0
@@ -62,6 +62,7 @@ def run(env: str, steps: int, seeds: int, episodes: int) -> dict:
     rlo, rhi = bootstrap_ci(rand.reshape(-1), np.mean)
     return dict(
         env=env, steps=cfg.total_timesteps, seeds=seeds, episodes=episodes,
+        conv_channels=cfg.conv_channels, mlp_widths=cfg.mlp_widths,
         train_s=round(train_s, 1), compile_s=round(res.timings.get("compile_s", float("nan")), 1),
         trained_return=float(trained.mean()), trained_ci=[float(lo), float(hi)],
         trained_per_seed=[round(float(x), 2) for x in per_seed],
@@ -77,9 +78,12 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=3_000_000)
     p.add_argument("--seeds", type=int, default=2)
     p.add_argument("--episodes", type=int, default=500)
+    p.add_argument("--conv-channels", type=int, nargs="*", default=NETWORK["conv_channels"])
+    p.add_argument("--mlp-widths", type=int, nargs="+", default=NETWORK["mlp_widths"])
     args = p.parse_args()
+    net = dict(conv_channels=tuple(args.conv_channels), mlp_widths=tuple(args.mlp_widths))
     for env in args.env:
-        print(json.dumps(run(env, args.steps, args.seeds, args.episodes)), flush=True)
+        print(json.dumps(run(env, args.steps, args.seeds, args.episodes, net)), flush=True)
 
 
 if __name__ == "__main__":
