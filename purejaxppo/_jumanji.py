@@ -157,6 +157,7 @@ def make_jumanji(name: str, time_limit: int | None = None):
     download (Sokoban-v0's level set comes from the Hugging Face Hub) and cannot get it."""
     import jumanji
     from huggingface_hub import constants as hf
+    from huggingface_hub.errors import LocalEntryNotFoundError, OfflineModeIsEnabled
 
     kwargs = {} if time_limit is None else {"time_limit": time_limit}
     offline = hf.HF_HUB_OFFLINE
@@ -170,7 +171,7 @@ def make_jumanji(name: str, time_limit: int | None = None):
                 "episodes end by themselves); leave time_limit=None."
             ) from e
         raise
-    except OSError as e:  # huggingface_hub's LocalEntryNotFoundError is an OSError
+    except (LocalEntryNotFoundError, OfflineModeIsEnabled) as e:  # not in the local cache
         if offline or not _hub_reachable():
             raise RuntimeError(
                 f"PPOConfig.env={name!r} downloads data from the Hugging Face Hub when it is "
