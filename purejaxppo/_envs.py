@@ -62,6 +62,14 @@ class Env:
         raise NotImplementedError
 
 
+def select_tree(done: Bool[Array, ""], reset: Any, current: Any) -> Any:
+    """Auto-reset as a select: the reset pytree where ``done``, else the current one.
+
+    Under vmap a `lax.cond` would run both branches anyway, so a select says what really runs.
+    """
+    return jax.tree.map(lambda r, c: jnp.where(done, r, c), reset, current)
+
+
 class JumanjiMaze(Env):
     """Jumanji ``Maze-v0`` with the seed's 3-channel image encoding.
 
@@ -122,8 +130,8 @@ class JumanjiMaze(Env):
             # env step, for nothing).
             reset_state, reset_ts = self.env.reset(next_state.key)
             reset_obs = reset_ts.observation
-        new = jax.tree.map(lambda r, n: jnp.where(done, r, n), reset_state, next_state)
-        obs = jax.tree.map(lambda r, n: jnp.where(done, r, n), reset_obs, ts.observation)
+        new = select_tree(done, reset_state, next_state)
+        obs = select_tree(done, reset_obs, ts.observation)
         return (PooledMaze(new, state.pool) if self.pool_size else new), EnvStep(
             obs=self.encode(obs),
             mask=obs.action_mask,
@@ -230,7 +238,7 @@ class GymnaxEnv(Env):
         truncated = self.env.is_truncated(inner, self.params)
         done = jnp.logical_or(terminated, truncated)
         reset_obs, reset_inner = self.env.reset_env(reset_key, self.params)
-        inner = jax.tree.map(lambda r, n: jnp.where(done, r, n), reset_inner, inner)
+        inner = select_tree(done, reset_inner, inner)
         final_obs = self.encode(obs)
         return GymnaxState(inner, key), EnvStep(
             obs=jnp.where(done, self.encode(reset_obs), final_obs),

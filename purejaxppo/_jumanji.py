@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, PRNGKeyArray
 
-from ._envs import Env, EnvStep
+from ._envs import Env, EnvStep, select_tree
 
 #: Largest product space an *unmasked* multi-discrete action gets a joint categorical for.
 JOINT_MAX = 4096
@@ -258,7 +258,7 @@ class JumanjiEnv(Env):
         done = ts.last()
         # Under vmap the reset runs at every step whatever we write (a select, not a branch).
         reset_state, reset_ts = self.env.reset(reset_key)
-        inner = jax.tree.map(lambda r, n: jnp.where(done, r, n), reset_state, next_state)
+        inner = select_tree(done, reset_state, next_state)
         final_obs = self.encode(ts.observation)
         return JumanjiState(inner, key), EnvStep(
             obs=jnp.where(done, self.encode(reset_ts.observation), final_obs),

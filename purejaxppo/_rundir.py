@@ -26,9 +26,9 @@ import jax
 import numpy as np
 
 from ._checkpoint import _atomic_write, config_from_json, config_to_json
-from ._config import GYMNAX_ENVS, PPOConfig, static_field_names
+from ._config import PPOConfig, static_field_names
 from ._evaluate import Policy, evaluate, policy_of
-from ._figures import plot_curves, write_gif
+from ._figures import can_render, plot_curves, write_gif
 from ._networks import ActorCritic, network_shapes
 from ._ppo import Metrics
 from ._sweep import SweepResult
@@ -82,7 +82,7 @@ def write_run(
     curves = _curves(result)
     steps = (np.arange(result.metrics.episode_return.shape[-1]) + 1) * cfg.batch_size
     plot_curves(run_dir / "curves.png", curves, steps, f"{cfg.env} {cfg.maze_spec or ''}")
-    if gif and cfg.env not in GYMNAX_ENVS and not cfg.time_input:  # Jumanji's renderers
+    if gif and can_render(cfg):
         best = _best_agent(result)
         if best is not None:
             write_gif(run_dir / "agent.gif", cfg_of(result, best), _policy_at(result, best),

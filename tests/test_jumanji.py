@@ -61,8 +61,7 @@ def test_the_envs_use_the_layouts_the_readme_documents():
 
 def test_joint_index_decodes_to_the_cell_jumanji_masks(key):
     env = JumanjiEnv("Minesweeper-v0")
-    _, ts = env.env.reset(key)
-    state, _, mask = env.reset(key)
+    state, _, _ = env.reset(key)
     ts = env.env.step(state.inner, jnp.array([3, 7]))[1]  # reveal (3, 7)
     flat = env.mask(ts.observation)
     for index in range(100):
