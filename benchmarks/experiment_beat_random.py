@@ -12,6 +12,11 @@ and print the mean episode return of each with a 95 % bootstrap CI and the margi
 
 The random policy is the trained network with its policy head zeroed: all logits equal, so
 it picks uniformly among the actions the env's mask allows — the same masking the agent gets.
+
+Minesweeper uses the per-cell network (one logit per board cell from "same" convolutions):
+
+    python benchmarks/experiment_beat_random.py --env Minesweeper-v0 --network per_cell \
+        --conv-channels 16 16 --mlp-widths 64 --steps 1000000 --seeds 1
 """
 
 import argparse
@@ -43,7 +48,10 @@ def config(env: str, steps: int, network: dict = NETWORK) -> PPOConfig:
 
 def uniform_policy(params):
     """The same network with a zero policy head: uniform over the legal actions."""
-    head = lambda p: (p.policy_head.weight, p.policy_head.bias)  # noqa: E731
+    if hasattr(params, "cell_logit"):  # network="per_cell": the 1×1 convolution scores cells
+        head = lambda p: (p.cell_logit.weight, p.cell_logit.bias)  # noqa: E731
+    else:
+        head = lambda p: (p.policy_head.weight, p.policy_head.bias)  # noqa: E731
     return eqx.tree_at(head, params, tuple(jnp.zeros_like(x) for x in head(params)))
 
 
@@ -62,7 +70,7 @@ def run(env: str, steps: int, seeds: int, episodes: int, network: dict = NETWORK
     rlo, rhi = bootstrap_ci(rand.reshape(-1), np.mean)
     return dict(
         env=env, steps=cfg.total_timesteps, seeds=seeds, episodes=episodes,
-        conv_channels=cfg.conv_channels, mlp_widths=cfg.mlp_widths,
+        network=cfg.network, conv_channels=cfg.conv_channels, mlp_widths=cfg.mlp_widths,
         train_s=round(train_s, 1), compile_s=round(res.timings.get("compile_s", float("nan")), 1),
         trained_return=float(trained.mean()), trained_ci=[float(lo), float(hi)],
         trained_per_seed=[round(float(x), 2) for x in per_seed],
@@ -80,8 +88,13 @@ def main() -> None:
     p.add_argument("--episodes", type=int, default=500)
     p.add_argument("--conv-channels", type=int, nargs="*", default=NETWORK["conv_channels"])
     p.add_argument("--mlp-widths", type=int, nargs="+", default=NETWORK["mlp_widths"])
+    p.add_argument("--network", default="shared", help='"shared", or "per_cell" (Minesweeper)')
     args = p.parse_args()
-    net = dict(conv_channels=tuple(args.conv_channels), mlp_widths=tuple(args.mlp_widths))
+    net = dict(
+        network=args.network,
+        conv_channels=tuple(args.conv_channels),
+        mlp_widths=tuple(args.mlp_widths),
+    )
     for env in args.env:
         print(json.dumps(run(env, args.steps, args.seeds, args.episodes, net)), flush=True)
 

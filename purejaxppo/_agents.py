@@ -38,8 +38,9 @@ from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
 from ._config import TRACED_FIELDS, PPOConfig
 from ._envs import make_env
+from ._networks import network_shapes
 from ._ppo import Metrics, RunnerState, init_state, update_step
-from ._xla_cpu import compiler_options
+from ._xla_cpu import compiler_options, unrolled_threefry
 
 AXIS = "agents"
 
@@ -99,6 +100,7 @@ class Agents:
             raise ValueError(f"progress_every={progress_every!r}: need a positive int.")
         self.cfg = cfg
         self.env = make_env(cfg)
+        network_shapes(cfg, self.env.obs_shape, self.env.action_dims)  # fails early, as Train
         self.mesh: Mesh | None = None if mesh is False or mesh.size == 1 else mesh
         self.progress = progress
         self.progress_every = progress_every
@@ -177,7 +179,8 @@ class Agents:
         """The lowered whole-run program (``.compile()`` it to time compilation alone)."""
         n = _num_agents(keys, hparams)
         keys, hparams = self._place((keys, _batched(hparams, n)), n)
-        return self._program("train", n).lower(keys, hparams)
+        with unrolled_threefry():
+            return self._program("train", n).lower(keys, hparams)
 
     def _call(self, kind, num_agents: int, *args):
         """Run a program, compiling it ahead of time on first use (timed in
@@ -185,7 +188,9 @@ class Agents:
         cache_key = (kind, num_agents)
         if cache_key not in self._compiled:
             t0 = time.perf_counter()
-            self._compiled[cache_key] = self._program(kind, num_agents).lower(*args).compile()
+            with unrolled_threefry():
+                program = self._program(kind, num_agents).lower(*args).compile()
+            self._compiled[cache_key] = program
             seconds = time.perf_counter() - t0
             self.compile_seconds += seconds
             Agents.total_compile_seconds += seconds

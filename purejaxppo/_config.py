@@ -89,7 +89,9 @@ class PPOConfig(eqx.Module):
     """Widths of the MLP layers after the convolutions."""
     network: str = eqx.field(default="shared", static=True)
     """"shared": one torso (convs, then MLP) under a value and a policy head (the seed's);
-    "separate": separate actor and critic MLPs with orthogonal init (PureJaxRL's)."""
+    "separate": separate actor and critic MLPs with orthogonal init (PureJaxRL's);
+    "per_cell": "same"-padded convs and one logit per grid cell, for envs whose action is a
+    cell of the observed grid (Minesweeper)."""
     activation: str = eqx.field(default="relu", static=True)
     """Hidden-layer activation: "relu" (the seed's) or "tanh" (PureJaxRL's default)."""
 
@@ -316,7 +318,7 @@ def _validate(c: PPOConfig) -> None:
     _check_env_name(c.env)
 
 
-NETWORKS = ("shared", "separate")
+NETWORKS = ("shared", "separate", "per_cell")
 ACTIVATIONS = ("relu", "tanh")
 #: gymnax environments with an adapter (gymnax 1.0 API; ``pip install purejaxppo[gymnax]``).
 GYMNAX_ENVS = ("CartPole-v1", "Acrobot-v1", "Breakout-MinAtar")

@@ -27,8 +27,16 @@ from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
 from ._config import PPOConfig
 from ._envs import Env, make_env
-from ._networks import ActorCritic, entropy, make_network, masked_log_probs, sample_action, take
-from ._xla_cpu import compiler_options
+from ._networks import (
+    ActorCritic,
+    entropy,
+    make_network,
+    masked_log_probs,
+    network_shapes,
+    sample_action,
+    take,
+)
+from ._xla_cpu import compiler_options, unrolled_threefry
 
 
 class Transition(NamedTuple):
@@ -42,8 +50,9 @@ class Transition(NamedTuple):
     reward: Float[Array, "*batch"]
     terminated: Bool[Array, "*batch"]
     done: Bool[Array, "*batch"]
-    # V(s_{t+1}) before any auto-reset, for envs that can truncate; None otherwise.
-    next_value: Float[Array, "*batch"] | None = None
+    # The observation reached before any auto-reset, for envs that can truncate (valued after
+    # the rollout, see `bootstrap_values`); None otherwise.
+    final_obs: Array | None = None
 
 
 class RunnerState(eqx.Module):
@@ -155,12 +164,9 @@ def collect(cfg: PPOConfig, env: Env, state: RunnerState):
             lengths=sums.lengths + jnp.sum(jnp.where(out.done, ep_len, 0)),
             count=sums.count + jnp.sum(out.done),
         )
-        next_value = None
-        if env.can_truncate:  # one more forward pass, on the pre-reset observations
-            _, next_value = jax.vmap(net)(out.final_obs)
         transition = Transition(
             s.obs, s.mask, action, take(log_probs, action, dims), value, out.reward,
-            out.terminated, out.done, next_value,
+            out.terminated, out.done, out.final_obs if env.can_truncate else None,
         )  # fmt: skip
         s = dataclasses.replace(
             s,
@@ -311,13 +317,22 @@ def learn(cfg: PPOConfig, state: RunnerState, batch: Transition, adv, target):
 def bootstrap_values(traj: Transition, state: RunnerState) -> Float[Array, "T N"]:
     """V(s_{t+1}) for GAE: the value of the state each step reached, before any reset.
 
-    Envs that can truncate record it during the rollout (``traj.next_value``), so a cut at a
-    time limit bootstraps from the true final observation. Otherwise (Maze: every ending is
-    a termination, whose bootstrap term is zeroed anyway) it is the next step's stored value
-    and, for the last step, the value of the current observations: no extra forward pass.
+    Envs that can truncate store the pre-reset observations during the rollout
+    (``traj.final_obs``), so a cut at a time limit bootstraps from the true final observation.
+    They are valued here, all T·N at once with the rollout's parameters: one batched pass
+    instead of one small pass per step inside the rollout scan, where XLA:CPU's per-kernel
+    overhead dominated. PureJaxRL's CartPole config with 16 seeds went from 77.7 to 62.6 ms
+    per update (best of 3, the same script before and after, during development). The price
+    is memory: the rollout keeps a second copy of its observations.
+
+    Otherwise (Maze: every ending is a termination, whose bootstrap term is zeroed anyway) it
+    is the next step's stored value and, for the last step, the value of the current
+    observations.
     """
-    if traj.next_value is not None:
-        return traj.next_value
+    if traj.final_obs is not None:
+        t, n = traj.value.shape
+        final = traj.final_obs.reshape(t * n, *traj.final_obs.shape[2:])
+        return jax.vmap(state.params)(final)[1].reshape(t, n)
     _, last_value = jax.vmap(state.params)(state.obs)
     return jnp.concatenate([traj.value[1:], last_value[None]], axis=0)
 
@@ -341,6 +356,7 @@ def update_step(cfg: PPOConfig, env: Env, state: RunnerState) -> tuple[RunnerSta
         cfg.gamma,
         cfg.gae_lambda,
     )
+    traj = traj._replace(final_obs=None)  # valued above; the minibatches do not need it
     flat = jax.tree.map(lambda x: x.reshape(cfg.batch_size, *x.shape[2:]), traj)
     state, info = learn(cfg, state, flat, adv.reshape(-1), target.reshape(-1))
     explained = 1.0 - jnp.var(target - traj.value) / jnp.var(target)
@@ -378,6 +394,9 @@ class Train:
     def __init__(self, cfg: PPOConfig, progress: ProgressFn | None = None):
         self.cfg = cfg
         self.env = make_env(cfg)
+        # Build the network abstractly now, so a network that cannot serve this env (e.g.
+        # network="per_cell" without a grid-cell action) fails here, not inside the jit.
+        network_shapes(cfg, self.env.obs_shape, self.env.action_dims)
         self.progress = progress
         self.num_traces = 0  # times the program was traced (i.e. compiled): tests check it
         # XLA options (see _xla_cpu.py) are only allowed on a top-level jit; when the caller
@@ -405,7 +424,8 @@ class Train:
     # ---- chunked training (checkpoints): the same scan body, K updates per program call ----
     def init(self, key: PRNGKeyArray, config: PPOConfig | None = None) -> RunnerState:
         """The initial state ``train(key)`` starts from (network, optimiser, envs, key)."""
-        return self._init(self._hyperparameters(config), self.env, key)
+        with unrolled_threefry():
+            return self._init(self._hyperparameters(config), self.env, key)
 
     def run(
         self, state: RunnerState, num_updates: int, config: PPOConfig | None = None
@@ -417,25 +437,28 @@ class Train:
         """
         if not isinstance(num_updates, int) or num_updates < 1:
             raise ValueError(f"run(num_updates={num_updates!r}): need a positive int.")
-        return self._chunk(self._hyperparameters(config), state, num_updates)
+        with unrolled_threefry():
+            return self._chunk(self._hyperparameters(config), state, num_updates)
 
     def __call__(
         self, key: PRNGKeyArray, config: PPOConfig | None = None
     ) -> tuple[RunnerState, Metrics]:
         hp = self._hyperparameters(config)
-        try:
-            return self._jitted(key, hp)
-        except ValueError as e:  # called inside the user's own jit
-            if "compiler_options" not in str(e):
-                raise
-            return self._jitted_nested(key, hp)
+        with unrolled_threefry():  # only matters when this call traces and compiles
+            try:
+                return self._jitted(key, hp)
+            except ValueError as e:  # called inside the user's own jit
+                if "compiler_options" not in str(e):
+                    raise
+                return self._jitted_nested(key, hp)
 
     def compile(self, key: PRNGKeyArray, config: PPOConfig | None = None):
         """Compile ahead of time; returns ``compiled(key, config=None)``, which never traces.
 
         Lets callers time compilation and running separately (the CLI and benchmarks do).
         """
-        compiled = self._jitted.lower(key, self._hyperparameters(config)).compile()
+        with unrolled_threefry():
+            compiled = self._jitted.lower(key, self._hyperparameters(config)).compile()
 
         def run(key: PRNGKeyArray, config: PPOConfig | None = None):
             return compiled(key, self._hyperparameters(config))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import jax
 
 
@@ -16,3 +18,32 @@ def compiler_options() -> dict:
     if jax.default_backend() == "cpu":
         return {"xla_backend_optimization_level": 1}
     return {}
+
+
+@contextlib.contextmanager
+def unrolled_threefry():
+    """While our programs are lowered, lower the threefry PRNG hash as on GPU and TPU.
+
+    On CPU, jax lowers threefry2x32 as a 5-iteration loop (a smaller program). Every random
+    draw inside the rollout scan then becomes a nested while loop whose per-iteration
+    overhead dwarfs its work: the 16-seed CartPole program ran ~9 % faster with the unrolled
+    form (80 → 73 ms per update, in-process A/B, during development). Same hash, so the same
+    bits: only the lowering differs. Scoped: the CPU rule is restored on exit, so programs
+    compiled outside this block keep jax's default. Uses jax internals (the pinned jax range
+    has them); without them this does nothing.
+    """
+    try:
+        from jax._src import prng
+        from jax._src.interpreters import mlir
+
+        table = mlir._platform_specific_lowerings["cpu"]
+        prim = prng.threefry2x32_p
+    except (ImportError, AttributeError, KeyError):  # another jax: keep its default
+        yield
+        return
+    saved = table.pop(prim, None)  # without it, jax uses the generic (unrolled) rule
+    try:
+        yield
+    finally:
+        if saved is not None:
+            table[prim] = saved

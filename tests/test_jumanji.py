@@ -8,7 +8,14 @@ import pytest
 from purejaxppo import PPOConfig, make_train
 from purejaxppo._config import JUMANJI_ENVS
 from purejaxppo._jumanji import JumanjiEnv, action_layout, flatten_observation, make_jumanji
-from purejaxppo._networks import entropy, greedy_action, masked_log_probs, sample_action, take
+from purejaxppo._networks import (
+    PerCellActorCritic,
+    entropy,
+    greedy_action,
+    masked_log_probs,
+    sample_action,
+    take,
+)
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -19,7 +26,9 @@ TINY = dict(num_envs=4, num_steps=16, total_timesteps=4 * 16 * 2, minibatch_size
 # ---- every supported env trains ----
 @pytest.mark.parametrize("name", [*JUMANJI_ENVS, "LevelBasedForaging-v0"])
 def test_short_training_is_finite_with_metrics_of_the_right_shapes(name, key):
-    cfg = PPOConfig(env=name, **TINY)
+    # Minesweeper trains its recommended per-cell network; the shared one runs on the rest.
+    extra = dict(network="per_cell") if name == "Minesweeper-v0" else {}
+    cfg = PPOConfig(env=name, **TINY, **extra)
     train = make_train(cfg)
     state, metrics = train(key)
     for field, value in metrics._asdict().items():
@@ -30,6 +39,31 @@ def test_short_training_is_finite_with_metrics_of_the_right_shapes(name, key):
     assert state.obs.shape == (cfg.num_envs, *train.env.obs_shape)
     assert state.obs.dtype == train.env.obs_dtype
     assert state.mask.shape == (cfg.num_envs, sum(train.env.action_dims))
+
+
+# ---- the per-cell policy ----
+def test_per_cell_policy_scores_each_cell_from_its_neighbourhood_alike(key):
+    """Two 3×3 convs: cell (r, c)'s logit sees exactly the 5×5 square around it, and the
+    same square pattern gives the same logit wherever it sits (zero padding aside)."""
+    net = PerCellActorCritic((3, 9, 9), 81, (4, 4), (16,), activation="tanh", key=key)
+    # Non-zero biases, so that zero padding is not the same as an empty cell.
+    board = jax.random.uniform(jax.random.PRNGKey(1), (3, 9, 9))
+    logits, value = net(board)
+    assert logits.shape == (81,) and value.shape == ()
+    grid = logits.reshape(9, 9)
+    near, far = board.at[:, 6, 6].add(1.0), board.at[:, 7, 7].add(1.0)
+    assert not np.isclose(net(near)[0].reshape(9, 9)[4, 4], grid[4, 4])  # 2 cells away: seen
+    np.testing.assert_array_equal(net(far)[0].reshape(9, 9)[4, 4], grid[4, 4])  # 3: unseen
+    shifted = jnp.roll(board, 1, axis=2)  # one column right; compare cells whose squares
+    moved = net(shifted)[0].reshape(9, 9)  # lie inside the board both times
+    np.testing.assert_allclose(moved[2:7, 3:7], grid[2:7, 2:6], rtol=1e-5, atol=1e-6)
+
+
+def test_per_cell_network_needs_a_cell_action_and_says_so(key):
+    with pytest.raises(ValueError, match="network='per_cell' needs a grid observation"):
+        make_train(PPOConfig(env="Snake-v1", network="per_cell", **TINY))
+    with pytest.raises(ValueError, match="network='per_cell' needs a grid observation"):
+        PerCellActorCritic((3, 9, 9), 80, (4,), (16,), key=key)
 
 
 # ---- action layouts ----
