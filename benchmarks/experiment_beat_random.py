@@ -21,6 +21,7 @@ Minesweeper uses the per-cell network (one logit per board cell from "same" conv
 
 import argparse
 import json
+import sys
 import time
 
 import equinox as eqx
@@ -58,7 +59,12 @@ def uniform_policy(params):
 def run(env: str, steps: int, seeds: int, episodes: int, network: dict = NETWORK) -> dict:
     cfg = config(env, steps, network)
     t0 = time.perf_counter()
-    res = sweep(cfg, seeds)
+
+    def progress(p):  # long runs: a line every 10 updates, so progress is visible
+        print(f"  update {int(p.update)}/{cfg.num_updates}: return {float(p.return_mean):.2f}, "
+              f"{time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)  # fmt: skip
+
+    res = sweep(cfg, seeds, progress=progress, progress_every=10)
     train_s = time.perf_counter() - t0
     key = jax.random.PRNGKey(2**31 - 1)  # the same episodes for every policy
     trained = np.asarray(evaluate(cfg, res.state.params, key, episodes, greedy=False)
