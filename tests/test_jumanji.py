@@ -59,6 +59,22 @@ def test_per_cell_policy_scores_each_cell_from_its_neighbourhood_alike(key):
     np.testing.assert_allclose(moved[2:7, 3:7], grid[2:7, 2:6], rtol=1e-5, atol=1e-6)
 
 
+def test_per_cell_im2col_forward_equals_lax_conv(key):
+    """The im2col forward pass against the obvious one: the Conv2d modules' own lax.conv."""
+    net = PerCellActorCritic((5, 7, 6), 42, (8, 3), (16,), key=key)
+    board = jax.random.normal(jax.random.PRNGKey(1), (5, 7, 6))
+    x = board
+    for conv in net.convs:
+        x = jax.nn.relu(conv(x))  # (C, H, W), padding 1
+    want_logits = jnp.einsum("chw,c->hw", x, net.cell_logit.weight[0]).reshape(-1)
+    v = x.reshape(-1)
+    for lin in net.mlp:
+        v = jax.nn.relu(lin(v))
+    logits, value = net(board)
+    np.testing.assert_allclose(logits, want_logits + net.cell_logit.bias[0], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(value, net.value_head(v), rtol=1e-5, atol=1e-5)
+
+
 def test_per_cell_network_needs_a_cell_action_and_says_so(key):
     with pytest.raises(ValueError, match="network='per_cell' needs a grid observation"):
         make_train(PPOConfig(env="Snake-v1", network="per_cell", **TINY))
