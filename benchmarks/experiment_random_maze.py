@@ -11,7 +11,9 @@ rates. The issue's target: >= 0.9 within 20M steps (Jumanji's own A2C budgets 64
 Presets: ``seed`` is the seed system's network and hyperparameters (the first attempt);
 ``mlp`` is a wider torso with Jumanji's ``step_count / time_limit`` input: an MLP (256, 256)
 on the image (a multi-channel 3×3 conv torso ran ~10× slower per step on this CPU), 64 envs
-× 128 steps, 4 epochs of 8 minibatches, advantage normalisation, gradient clipping at 0.5.
+× 128 steps, 4 epochs of 8 minibatches, advantage normalisation, gradient clipping at 0.5;
+``ego`` is ``mlp`` with the egocentric view (walls and target shifted so that the agent is
+always at the centre).
 """
 
 import argparse
@@ -30,6 +32,8 @@ PRESETS = {
         minibatch_size=1024, update_epochs=4, normalize_advantages=True, max_grad_norm=0.5,
     ),
 }  # fmt: skip
+# The same, seeing the maze from the agent's position (``maze_view="egocentric"``).
+PRESETS["ego"] = dict(PRESETS["mlp"], maze_view="egocentric")
 
 
 def main() -> None:

@@ -30,6 +30,9 @@ PUREJAXRL_KEYS = (
     "ENV_NAME", "ANNEAL_LR",
 )  # fmt: skip
 
+#: Values of `PPOConfig.maze_view`.
+MAZE_VIEWS = ("full", "egocentric")
+
 #: Fields that are numeric leaves of the config (traced, vmappable).
 TRACED_FIELDS = (
     "lr",
@@ -61,6 +64,10 @@ class PPOConfig(eqx.Module):
     """For ``maze="random"``: mazes pre-generated per env, drawn at each reset, one replaced
     per env per update (0: run Jumanji's generator at every reset, ~500x a step's cost under
     vmap). Bias: training mazes repeat within a pool; evaluation always uses fresh ones."""
+    maze_view: str = eqx.field(default="full", static=True)
+    """For Maze-v0: ``"full"`` (the seed's image: walls, agent, target, H×W) or
+    ``"egocentric"`` (walls and target, (2H−1)×(2W−1), shifted so the agent is always at the
+    centre; outside the maze counts as wall)."""
     time_limit: int | None = eqx.field(default=None, static=True)
     """Episode step limit. None: Jumanji's default (rows × cols for Maze)."""
     time_input: bool = eqx.field(default=False, static=True)
@@ -286,6 +293,10 @@ def _validate(c: PPOConfig) -> None:
         _fail("maze_pool", c.maze_pool, "use a non-negative integer (0 turns the pool off).")
     if not isinstance(c.time_input, bool):
         _fail("time_input", c.time_input, "use True or False.")
+    if c.maze_view not in MAZE_VIEWS:
+        _fail("maze_view", c.maze_view, f"use one of {list(MAZE_VIEWS)}.")
+    if c.maze_view != "full" and c.env != "Maze-v0":
+        _fail("maze_view", c.maze_view, f"it applies to Maze-v0 only, not env={c.env!r}.")
     if c.time_limit is not None and c.time_limit <= 0:
         _fail("time_limit", c.time_limit, "it must be a positive integer or None.")
 

@@ -71,13 +71,23 @@ def select_tree(done: Bool[Array, ""], reset: Any, current: Any) -> Any:
 
 
 class JumanjiMaze(Env):
-    """Jumanji ``Maze-v0`` with the seed's 3-channel image encoding.
+    """Jumanji ``Maze-v0`` with the seed's 3-channel image encoding, or an egocentric one.
 
-    Channel 0 is the walls, channel 1 a one-hot of the agent, channel 2 a one-hot of the target,
-    stored as uint8 (a quarter of float32). The action mask is Jumanji's own.
+    ``view="full"``: channel 0 is the walls, channel 1 a one-hot of the agent, channel 2 a
+    one-hot of the target, stored as uint8 (a quarter of float32). ``view="egocentric"``: the
+    walls and the target on a (2H−1)×(2W−1) canvas shifted so that the agent sits at its
+    centre (so no agent channel), with everything outside the maze a wall. The action mask is
+    Jumanji's own either way.
     """
 
-    def __init__(self, maze, maze_size=(10, 10), time_limit: int | None = None, pool_size: int = 0):
+    def __init__(
+        self,
+        maze,
+        maze_size=(10, 10),
+        time_limit: int | None = None,
+        pool_size: int = 0,
+        view: str = "full",
+    ):
         resolved = resolve_maze(maze, maze_size)
         if isinstance(resolved, MazeLayout):
             generator = LayoutGenerator(resolved)
@@ -88,7 +98,9 @@ class JumanjiMaze(Env):
             generator = RandomGenerator(num_rows=resolved[0], num_cols=resolved[1])
         self.env = jumanji.environments.Maze(generator=generator, time_limit=time_limit)
         self.num_actions = int(self.env.action_spec.num_values)
-        self.obs_shape = (3, self.env.num_rows, self.env.num_cols)
+        h, w = self.env.num_rows, self.env.num_cols
+        self.view = view
+        self.obs_shape = (3, h, w) if view == "full" else (2, 2 * h - 1, 2 * w - 1)
         self.obs_dtype = jnp.uint8
         self.max_episode_steps = int(self.env.time_limit)
         self.pool_size = pool_size
@@ -100,7 +112,21 @@ class JumanjiMaze(Env):
         # Comparisons against an iota fuse into one elementwise kernel; a scatter would not.
         agent = (rows == obs.agent_position.row) & (cols == obs.agent_position.col)
         target = (rows == obs.target_position.row) & (cols == obs.target_position.col)
-        return jnp.stack([obs.walls, agent, target]).astype(jnp.uint8)
+        if self.view == "full":
+            return jnp.stack([obs.walls, agent, target]).astype(jnp.uint8)
+        # Egocentric: the walls and target as seen from the agent, which is always at the
+        # centre. An MLP then reads "wall to my left" from the same input wherever the agent
+        # is, instead of learning it once per cell (see README, "Random mazes").
+        h, w = self.env.num_rows, self.env.num_cols
+        pad = ((h - 1, h - 1), (w - 1, w - 1))
+        canvas = jnp.stack(
+            [
+                jnp.pad(obs.walls.astype(jnp.uint8), pad, constant_values=1),
+                jnp.pad(target.astype(jnp.uint8), pad),
+            ]
+        )
+        start = (0, obs.agent_position.row, obs.agent_position.col)
+        return jax.lax.dynamic_slice(canvas, start, self.obs_shape)
 
     def reset(self, key):
         if not self.pool_size:
@@ -310,7 +336,9 @@ class TimeInput(Env):
 def make_env(cfg: PPOConfig) -> Env:
     """The environment a config names (with ``time_input`` when asked)."""
     if cfg.env == "Maze-v0":
-        env = JumanjiMaze(cfg.maze_spec, cfg.maze_size, cfg.time_limit, cfg.maze_pool)
+        env = JumanjiMaze(
+            cfg.maze_spec, cfg.maze_size, cfg.time_limit, cfg.maze_pool, cfg.maze_view
+        )
     elif cfg.env in GYMNAX_ENVS:
         env = GymnaxEnv(cfg.env, cfg.time_limit)
     else:  # any other registered Jumanji env (the config has checked the name)

@@ -149,3 +149,48 @@ def test_random_maze_trains_with_and_without_the_pool_and_evaluates_on_fresh_maz
     assert ev.episode_return.shape == (1, 5)
     with pytest.raises(ValueError, match="maze_pool=-1 is invalid"):
         PPOConfig(maze="random", maze_pool=-1)
+
+
+# ---- the egocentric view ----
+def _egocentric_by_hand(walls, agent, target):
+    """The obvious version: look up every canvas cell's maze cell, one at a time."""
+    h, w = walls.shape
+    out = np.zeros((2, 2 * h - 1, 2 * w - 1), np.uint8)
+    for i in range(2 * h - 1):
+        for j in range(2 * w - 1):
+            r, c = agent[0] + i - (h - 1), agent[1] + j - (w - 1)
+            inside = 0 <= r < h and 0 <= c < w
+            out[0, i, j] = walls[r, c] if inside else 1
+            out[1, i, j] = inside and (r, c) == tuple(target)
+    return out
+
+
+@pytest.mark.timeout(300)
+def test_egocentric_view_centres_the_agent_and_trains():
+    from purejaxppo import make_train
+
+    cfg = PPOConfig(maze="random", maze_size=(6, 8), maze_view="egocentric", maze_pool=4)
+    env = make_env(cfg)
+    assert env.obs_shape == (2, 11, 15)
+    state, obs, mask = env.reset(jax.random.PRNGKey(0))
+    step = jax.jit(env.step)
+    for t in range(30):  # resets included: the view follows the agent into new mazes
+        s = state.inner
+        agent = (int(s.agent_position.row), int(s.agent_position.col))
+        target = (int(s.target_position.row), int(s.target_position.col))
+        want = _egocentric_by_hand(np.asarray(s.walls), agent, target)
+        np.testing.assert_array_equal(np.asarray(obs), want, err_msg=f"step {t}")
+        assert obs[0, 5, 7] == 0  # the agent's own cell, at the centre, is open
+        state, out = step(state, jnp.argmax(jax.random.uniform(jax.random.PRNGKey(t), (4,)) * mask))
+        obs, mask = out.obs, out.mask
+    small = dict(num_envs=4, num_steps=32, minibatch_size=64, update_epochs=1,
+                 total_timesteps=256, conv_channels=(), mlp_widths=(16,))  # fmt: skip
+    _, metrics = make_train(cfg.replace(**small))(jax.random.PRNGKey(1))
+    assert np.isfinite(metrics.entropy).all()
+
+
+def test_maze_view_errors_name_the_field():
+    with pytest.raises(ValueError, match="maze_view='side' is invalid"):
+        PPOConfig(maze="random", maze_view="side")
+    with pytest.raises(ValueError, match="maze_view='egocentric' is invalid.*Maze-v0 only"):
+        PPOConfig(env="Snake-v1", maze_view="egocentric")
