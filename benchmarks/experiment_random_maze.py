@@ -7,6 +7,9 @@ Trains one agent on Jumanji's random 10x10 mazes (reset pool on, the default), c
 every ``--checkpoint-every`` updates (``--resume`` continues), then plays 1,000 episodes on
 freshly generated mazes (never the training pools), greedy and sampled, and prints the success
 rates. The issue's target: >= 0.9 within 20M steps (Jumanji's own A2C budgets 64M).
+``--stop-at STEPS`` stops at the first checkpoint at or past STEPS and evaluates there; run the
+same command with ``--resume`` (and another ``--stop-at``, or none) to go on towards
+``--steps``: a long budget in several sittings, with a result at each.
 
 Presets: ``seed`` is the seed system's network and hyperparameters (the first attempt);
 ``mlp`` is a wider torso with Jumanji's ``step_count / time_limit`` input: an MLP (256, 256)
@@ -19,11 +22,13 @@ always at the centre).
 import argparse
 import json
 import time
+from pathlib import Path
 
 import jax
 import numpy as np
 
 from purejaxppo import PPOConfig, evaluate, resume_sweep, sweep
+from purejaxppo._checkpoint import checkpoints, config_from_json
 
 PRESETS = {
     "seed": {},
@@ -45,27 +50,50 @@ def main() -> None:
     p.add_argument("--resume", action="store_true")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--episodes", type=int, default=1000)
+    p.add_argument(
+        "--stop-at", type=int, default=None, metavar="STEPS",
+        help="stop at the first checkpoint at or past STEPS and evaluate there; "
+        "--resume continues towards --steps",
+    )  # fmt: skip
     args = p.parse_args()
     base = PPOConfig(maze="random", **PRESETS[args.preset])
     cfg = base.replace(total_timesteps=args.steps // base.batch_size * base.batch_size)
+    start = 0
+    if args.resume:  # the run directory's own config, whatever --preset and --steps say
+        stored = json.loads((Path(args.run_dir) / "sweep.json").read_text())
+        cfg, start = config_from_json(stored["config"]), _checkpointed_updates(args.run_dir)
+    chunks_done = iter(range(1, 1 << 40))
+
+    def should_stop() -> bool:  # polled after each chunk of --checkpoint-every updates
+        done = start + next(chunks_done) * args.checkpoint_every
+        return args.stop_at is not None and done * cfg.batch_size >= args.stop_at
+
     t0 = time.perf_counter()
     if args.resume:
-        res = resume_sweep(args.run_dir)
+        res = resume_sweep(args.run_dir, should_stop=should_stop)
     else:
         res = sweep(cfg, [args.seed], run_dir=args.run_dir,
-                    checkpoint_every=args.checkpoint_every)  # fmt: skip
+                    checkpoint_every=args.checkpoint_every, should_stop=should_stop)  # fmt: skip
     train_s = time.perf_counter() - t0
+    updates = int(np.asarray(res.state.update).ravel()[0])
     key = jax.random.PRNGKey(2**31 - 1)
     success = float(np.asarray(evaluate(cfg, res.state.params, key, args.episodes).success).mean())
     sampled = evaluate(cfg, res.state.params, key, args.episodes, greedy=False)
-    ret = np.asarray(res.metrics.episode_return)[0]
+    ret = np.asarray(res.metrics.episode_return)[0][:updates]
     result = dict(
-        preset=args.preset, steps=cfg.total_timesteps, train_s=train_s,
+        preset=None if args.resume else args.preset, resumed=args.resume,
+        steps=updates * cfg.batch_size, of_steps=cfg.total_timesteps, train_s=train_s,
         training_return_last10=float(np.nanmean(ret[-10:])), fresh_maze_success=success,
         fresh_maze_success_sampled=float(np.asarray(sampled.success).mean()),
         episodes=args.episodes,
     )  # fmt: skip
     print(json.dumps(result, indent=1))
+
+
+def _checkpointed_updates(run_dir: str) -> int:
+    """Updates done by the run directory's latest checkpoint (its name holds the count)."""
+    found = checkpoints(run_dir)
+    return int(found[-1].stem.split("-")[1]) if found else 0
 
 
 if __name__ == "__main__":
