@@ -58,14 +58,15 @@ def main() -> None:
     args = p.parse_args()
     base = PPOConfig(maze="random", **PRESETS[args.preset])
     cfg = base.replace(total_timesteps=args.steps // base.batch_size * base.batch_size)
-    start = 0
-    if args.resume:  # the run directory's own config, whatever --preset and --steps say
+    start, every = 0, args.checkpoint_every
+    if args.resume:  # the run directory's own config and chunking, whatever the flags say
         stored = json.loads((Path(args.run_dir) / "sweep.json").read_text())
-        cfg, start = config_from_json(stored["config"]), _checkpointed_updates(args.run_dir)
+        cfg, every = config_from_json(stored["config"]), stored["checkpoint_every"]
+        start = _checkpointed_updates(args.run_dir)
     chunks_done = iter(range(1, 1 << 40))
 
-    def should_stop() -> bool:  # polled after each chunk of --checkpoint-every updates
-        done = start + next(chunks_done) * args.checkpoint_every
+    def should_stop() -> bool:  # polled after each chunk of `every` updates
+        done = start + next(chunks_done) * every
         return args.stop_at is not None and done * cfg.batch_size >= args.stop_at
 
     t0 = time.perf_counter()
