@@ -16,7 +16,8 @@ Presets: ``seed`` is the seed system's network and hyperparameters (the first at
 on the image (a multi-channel 3×3 conv torso ran ~10× slower per step on this CPU), 64 envs
 × 128 steps, 4 epochs of 8 minibatches, advantage normalisation, gradient clipping at 0.5;
 ``ego`` is ``mlp`` with the egocentric view (walls and target shifted so that the agent is
-always at the centre).
+always at the centre); ``ego-fresh`` is ``ego`` with 16 of each env's 64 pooled mazes
+replaced per update (``maze_refresh=16``, instead of 1) and 8 epochs instead of 4.
 """
 
 import argparse
@@ -39,6 +40,9 @@ PRESETS = {
 }  # fmt: skip
 # The same, seeing the maze from the agent's position (``maze_view="egocentric"``).
 PRESETS["ego"] = dict(PRESETS["mlp"], maze_view="egocentric")
+# ``ego`` with 16 of each env's 64 pooled mazes replaced per update (each training maze is
+# then played about once, so more fitting cannot go into memorising the pool) and 8 epochs.
+PRESETS["ego-fresh"] = dict(PRESETS["ego"], maze_refresh=16, update_epochs=8)
 
 
 def main() -> None:

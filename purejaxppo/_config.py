@@ -64,6 +64,10 @@ class PPOConfig(eqx.Module):
     """For ``maze="random"``: mazes pre-generated per env, drawn at each reset, one replaced
     per env per update (0: run Jumanji's generator at every reset, ~500x a step's cost under
     vmap). Bias: training mazes repeat within a pool; evaluation always uses fresh ones."""
+    maze_refresh: int = eqx.field(default=1, static=True)
+    """For ``maze="random"`` with a pool: mazes replaced per env per update (1 to
+    ``maze_pool``). More means fewer repeats of each training maze (less to memorise) for
+    more generator calls, which run once per update, outside the step loop."""
     maze_view: str = eqx.field(default="full", static=True)
     """For Maze-v0: ``"full"`` (the seed's image: walls, agent, target, H×W) or
     ``"egocentric"`` (walls and target, (2H−1)×(2W−1), shifted so the agent is always at the
@@ -291,6 +295,12 @@ def _validate(c: PPOConfig) -> None:
         or (c.maze_pool < 0)
     ):
         _fail("maze_pool", c.maze_pool, "use a non-negative integer (0 turns the pool off).")
+    if (
+        not isinstance(c.maze_refresh, numbers.Integral)
+        or isinstance(c.maze_refresh, bool)
+        or not 1 <= c.maze_refresh <= max(c.maze_pool, 1)
+    ):
+        _fail("maze_refresh", c.maze_refresh, f"use an integer from 1 to maze_pool={c.maze_pool}.")
     if not isinstance(c.time_input, bool):
         _fail("time_input", c.time_input, "use True or False.")
     if c.maze_view not in MAZE_VIEWS:

@@ -87,6 +87,7 @@ class JumanjiMaze(Env):
         time_limit: int | None = None,
         pool_size: int = 0,
         view: str = "full",
+        refresh: int = 1,
     ):
         resolved = resolve_maze(maze, maze_size)
         if isinstance(resolved, MazeLayout):
@@ -104,6 +105,7 @@ class JumanjiMaze(Env):
         self.obs_dtype = jnp.uint8
         self.max_episode_steps = int(self.env.time_limit)
         self.pool_size = pool_size
+        self.refresh_count = refresh
         self.has_refresh = pool_size > 0
 
     def encode(self, obs) -> Array:
@@ -167,10 +169,17 @@ class JumanjiMaze(Env):
         )
 
     def refresh(self, state, key):
-        """Replace one random slot of this env's pool with a newly generated maze."""
+        """Replace ``refresh_count`` slots of this env's pool with newly generated mazes.
+
+        The slots are consecutive from a random one (mod the pool size), so they are distinct.
+        """
         slot_key, maze_key = jax.random.split(key)
-        j = jax.random.randint(slot_key, (), 0, self.pool_size)
-        new = self._generate(maze_key)
+        first = jax.random.randint(slot_key, (), 0, self.pool_size)
+        j = (first + jnp.arange(self.refresh_count)) % self.pool_size
+        n = self.refresh_count
+        # n = 1 keeps the key unsplit: the same mazes as before this option existed.
+        keys = jax.random.split(maze_key, n) if n > 1 else maze_key[None]
+        new = jax.vmap(self._generate)(keys)
         pool = jax.tree.map(lambda p, n: p.at[j].set(n), state.pool, new)
         return PooledMaze(state.inner, pool)
 
@@ -337,8 +346,9 @@ def make_env(cfg: PPOConfig) -> Env:
     """The environment a config names (with ``time_input`` when asked)."""
     if cfg.env == "Maze-v0":
         env = JumanjiMaze(
-            cfg.maze_spec, cfg.maze_size, cfg.time_limit, cfg.maze_pool, cfg.maze_view
-        )
+            cfg.maze_spec, cfg.maze_size, cfg.time_limit, cfg.maze_pool, cfg.maze_view,
+            cfg.maze_refresh,
+        )  # fmt: skip
     elif cfg.env in GYMNAX_ENVS:
         env = GymnaxEnv(cfg.env, cfg.time_limit)
     else:  # any other registered Jumanji env (the config has checked the name)

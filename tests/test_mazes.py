@@ -136,6 +136,21 @@ def test_random_maze_resets_draw_from_the_pool_and_refresh_replaces_one_slot():
     assert len(changed) == 1
 
 
+def test_maze_refresh_replaces_that_many_distinct_slots_with_new_mazes():
+    env = make_env(PPOConfig(maze="random", maze_pool=8, maze_refresh=3))
+    state, _, _ = env.reset(jax.random.PRNGKey(0))
+    pool = np.asarray(state.pool.walls)
+    for k in range(5):
+        new = np.asarray(env.refresh(state, jax.random.PRNGKey(k)).pool.walls)
+        changed = [i for i in range(8) if not np.array_equal(new[i], pool[i])]
+        assert len(changed) == 3
+        # Each replacement is a newly generated maze, not a copy of another slot.
+        assert not any(np.array_equal(new[i], p) for i in changed for p in pool)
+    for bad in (0, 9, 2.0):
+        with pytest.raises(ValueError, match=f"maze_refresh={bad} is invalid"):
+            PPOConfig(maze="random", maze_pool=8, maze_refresh=bad)
+
+
 def test_random_maze_trains_with_and_without_the_pool_and_evaluates_on_fresh_mazes():
     from purejaxppo import evaluate, make_train
 
