@@ -61,9 +61,10 @@ class PPOConfig(eqx.Module):
     maze_size: tuple[int, int] = eqx.field(default=(10, 10), static=True)
     """(rows, cols) of ``maze="random"``."""
     maze_pool: int = eqx.field(default=64, static=True)
-    """For ``maze="random"``: mazes pre-generated per env, drawn at each reset, one replaced
-    per env per update (0: run Jumanji's generator at every reset, ~500x a step's cost under
-    vmap). Bias: training mazes repeat within a pool; evaluation always uses fresh ones."""
+    """For ``maze="random"``: mazes pre-generated per env, drawn at each reset,
+    ``maze_refresh`` of them replaced per env per update (0: run Jumanji's generator at
+    every reset, ~500x a step's cost under vmap). Bias: training mazes repeat within a pool;
+    evaluation always uses fresh ones."""
     maze_refresh: int = eqx.field(default=1, static=True)
     """For ``maze="random"`` with a pool: mazes replaced per env per update (1 to
     ``maze_pool``). More means fewer repeats of each training maze (less to memorise) for

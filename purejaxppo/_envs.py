@@ -173,14 +173,14 @@ class JumanjiMaze(Env):
 
         The slots are consecutive from a random one (mod the pool size), so they are distinct.
         """
+        n = self.refresh_count
         slot_key, maze_key = jax.random.split(key)
         first = jax.random.randint(slot_key, (), 0, self.pool_size)
-        j = (first + jnp.arange(self.refresh_count)) % self.pool_size
-        n = self.refresh_count
+        j = (first + jnp.arange(n)) % self.pool_size
         # n = 1 keeps the key unsplit: the same mazes as before this option existed.
         keys = jax.random.split(maze_key, n) if n > 1 else maze_key[None]
         new = jax.vmap(self._generate)(keys)
-        pool = jax.tree.map(lambda p, n: p.at[j].set(n), state.pool, new)
+        pool = jax.tree.map(lambda old, fresh: old.at[j].set(fresh), state.pool, new)
         return PooledMaze(state.inner, pool)
 
     def _generate(self, key) -> MazePool:
