@@ -144,8 +144,10 @@ def test_maze_refresh_replaces_that_many_distinct_slots_with_new_mazes():
         new = np.asarray(env.refresh(state, jax.random.PRNGKey(k)).pool.walls)
         changed = [i for i in range(8) if not np.array_equal(new[i], pool[i])]
         assert len(changed) == 3
-        # Each replacement is a newly generated maze, not a copy of another slot.
+        # Each replacement is a newly generated maze, not a copy of another slot or of the
+        # other replacements (one key reused for all K would give K equal mazes).
         assert not any(np.array_equal(new[i], p) for i in changed for p in pool)
+        assert len({new[i].tobytes() for i in changed}) == 3
     for bad in (0, 9, 2.0):
         with pytest.raises(ValueError, match=f"maze_refresh={bad} is invalid"):
             PPOConfig(maze="random", maze_pool=8, maze_refresh=bad)
