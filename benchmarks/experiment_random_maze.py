@@ -17,7 +17,9 @@ on the image (a multi-channel 3×3 conv torso ran ~10× slower per step on this 
 × 128 steps, 4 epochs of 8 minibatches, advantage normalisation, gradient clipping at 0.5;
 ``ego`` is ``mlp`` with the egocentric view (walls and target shifted so that the agent is
 always at the centre); ``ego-fresh`` is ``ego`` with 16 of each env's 64 pooled mazes
-replaced per update (``maze_refresh=16``, instead of 1) and 8 epochs instead of 4.
+replaced per update (``maze_refresh=16``, instead of 1) and 8 epochs instead of 4;
+``ego-visited`` is ``ego-fresh`` with the cells visited in this episode as one more plane
+(``maze_visited=True``).
 """
 
 import argparse
@@ -43,6 +45,9 @@ PRESETS["ego"] = dict(PRESETS["mlp"], maze_view="egocentric")
 # ``ego`` with 16 of each env's 64 pooled mazes replaced per update (each training maze is
 # then played about once, so more fitting cannot go into memorising the pool) and 8 epochs.
 PRESETS["ego-fresh"] = dict(PRESETS["ego"], maze_refresh=16, update_epochs=8)
+# ``ego-fresh`` with the cells visited in this episode as one more plane: ``ego-fresh``'s
+# greedy failures were mostly two cells stepped between until the time limit.
+PRESETS["ego-visited"] = dict(PRESETS["ego-fresh"], maze_visited=True)
 
 
 def main() -> None:

@@ -73,6 +73,11 @@ class PPOConfig(eqx.Module):
     """For Maze-v0: ``"full"`` (the seed's image: walls, agent, target, H×W) or
     ``"egocentric"`` (walls and target, (2H−1)×(2W−1), shifted so the agent is always at the
     centre; outside the maze counts as wall)."""
+    maze_visited: bool = eqx.field(default=False, static=True)
+    """For Maze-v0: one more plane, the cells the agent has stood on in this episode (in the
+    chosen view). The observation has no memory otherwise, and a memoryless greedy policy
+    that cannot tell where it has been can step back and forth between two cells until the
+    time limit (most of the ``ego`` preset's failures on fresh mazes did)."""
     time_limit: int | None = eqx.field(default=None, static=True)
     """Episode step limit. None: Jumanji's default (rows × cols for Maze)."""
     time_input: bool = eqx.field(default=False, static=True)
@@ -308,6 +313,10 @@ def _validate(c: PPOConfig) -> None:
         _fail("maze_view", c.maze_view, f"use one of {list(MAZE_VIEWS)}.")
     if c.maze_view != "full" and c.env != "Maze-v0":
         _fail("maze_view", c.maze_view, f"it applies to Maze-v0 only, not env={c.env!r}.")
+    if not isinstance(c.maze_visited, bool):
+        _fail("maze_visited", c.maze_visited, "use True or False.")
+    if c.maze_visited and c.env != "Maze-v0":
+        _fail("maze_visited", c.maze_visited, f"it applies to Maze-v0 only, not env={c.env!r}.")
     if c.time_limit is not None and c.time_limit <= 0:
         _fail("time_limit", c.time_limit, "it must be a positive integer or None.")
 

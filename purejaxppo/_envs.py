@@ -77,7 +77,8 @@ class JumanjiMaze(Env):
     one-hot of the target, stored as uint8 (a quarter of float32). ``view="egocentric"``: the
     walls and the target on a (2H−1)×(2W−1) canvas shifted so that the agent sits at its
     centre (so no agent channel), with everything outside the maze a wall. The action mask is
-    Jumanji's own either way.
+    Jumanji's own either way. ``visited=True`` adds a last plane, the cells the agent has stood
+    on in this episode, in the same view (the state then carries it: `VisitedMaze`).
     """
 
     def __init__(
@@ -88,6 +89,7 @@ class JumanjiMaze(Env):
         pool_size: int = 0,
         view: str = "full",
         refresh: int = 1,
+        visited: bool = False,
     ):
         resolved = resolve_maze(maze, maze_size)
         if isinstance(resolved, MazeLayout):
@@ -101,21 +103,29 @@ class JumanjiMaze(Env):
         self.num_actions = int(self.env.action_spec.num_values)
         h, w = self.env.num_rows, self.env.num_cols
         self.view = view
-        self.obs_shape = (3, h, w) if view == "full" else (2, 2 * h - 1, 2 * w - 1)
+        self.visited = visited
+        planes = (3 if view == "full" else 2) + visited
+        self.obs_shape = (planes, h, w) if view == "full" else (planes, 2 * h - 1, 2 * w - 1)
         self.obs_dtype = jnp.uint8
         self.max_episode_steps = int(self.env.time_limit)
         self.pool_size = pool_size
         self.refresh_count = refresh
         self.has_refresh = pool_size > 0
 
-    def encode(self, obs) -> Array:
+    def _cell(self, pos) -> Bool[Array, "H W"]:
+        """One-hot of a position. Comparisons against an iota fuse into one elementwise
+        kernel; a scatter would not."""
         rows = jnp.arange(self.env.num_rows)[:, None]
         cols = jnp.arange(self.env.num_cols)[None, :]
-        # Comparisons against an iota fuse into one elementwise kernel; a scatter would not.
-        agent = (rows == obs.agent_position.row) & (cols == obs.agent_position.col)
-        target = (rows == obs.target_position.row) & (cols == obs.target_position.col)
+        return (rows == pos.row) & (cols == pos.col)
+
+    def encode(self, obs, visited: Bool[Array, "H W"] | None = None) -> Array:
+        """The network's input for a Jumanji observation (and the visited cells, if kept)."""
+        agent = self._cell(obs.agent_position)
+        target = self._cell(obs.target_position)
+        extra = [visited] if self.visited else []
         if self.view == "full":
-            return jnp.stack([obs.walls, agent, target]).astype(jnp.uint8)
+            return jnp.stack([obs.walls, agent, target, *extra]).astype(jnp.uint8)
         # Egocentric: the walls and target as seen from the agent, which is always at the
         # centre. An MLP then reads "wall to my left" from the same input wherever the agent
         # is, instead of learning it once per cell (see README, "Random mazes").
@@ -125,22 +135,48 @@ class JumanjiMaze(Env):
             [
                 jnp.pad(obs.walls.astype(jnp.uint8), pad, constant_values=1),
                 jnp.pad(target.astype(jnp.uint8), pad),
+                *(jnp.pad(v.astype(jnp.uint8), pad) for v in extra),
             ]
         )
         start = (0, obs.agent_position.row, obs.agent_position.col)
         return jax.lax.dynamic_slice(canvas, start, self.obs_shape)
 
     def reset(self, key):
+        state, obs = self._reset(key)
+        if not self.visited:
+            return state, self.encode(obs), obs.action_mask
+        seen = self._cell(obs.agent_position)
+        return VisitedMaze(state, seen), self.encode(obs, seen), obs.action_mask
+
+    def step(self, state, action):
+        if not self.visited:
+            state, obs, out = self._step(state, action)
+            return state, out._replace(obs=self.encode(obs))
+        inner, obs, out = self._step(state.inner, action)
+        # A new episode starts from its first cell only.
+        seen = jnp.where(out.done, False, state.visited) | self._cell(obs.agent_position)
+        return VisitedMaze(inner, seen), out._replace(obs=self.encode(obs, seen))
+
+    def refresh(self, state, key):
+        """Replace ``refresh_count`` slots of this env's pool with newly generated mazes."""
+        if self.visited:
+            return VisitedMaze(self._refresh(state.inner, key), state.visited)
+        return self._refresh(state, key)
+
+    def _reset(self, key):
+        """Jumanji's state (in a `PooledMaze` with a pool) and observation, no memory."""
         if not self.pool_size:
             state, ts = self.env.reset(key)
-            return state, self.encode(ts.observation), ts.observation.action_mask
+            return state, ts.observation
         pool_key, pick_key, state_key = jax.random.split(key, 3)
         pool = jax.vmap(self._generate)(jax.random.split(pool_key, self.pool_size))
         i = jax.random.randint(pick_key, (), 0, self.pool_size)
         state, obs = self._from_pool(pool, i, state_key)
-        return PooledMaze(state, pool), self.encode(obs), obs.action_mask
+        return PooledMaze(state, pool), obs
 
-    def step(self, state, action):
+    def _step(self, state, action):
+        """A step with auto-reset: the new state, Jumanji's observation, and the `EnvStep`
+        whose ``obs`` the caller encodes (it is Jumanji's observation here)."""
         inner = state.inner if self.pool_size else state
         next_state, ts = self.env.step(inner, action)
         done = ts.last()
@@ -160,19 +196,17 @@ class JumanjiMaze(Env):
             reset_obs = reset_ts.observation
         new = select_tree(done, reset_state, next_state)
         obs = select_tree(done, reset_obs, ts.observation)
-        return (PooledMaze(new, state.pool) if self.pool_size else new), EnvStep(
-            obs=self.encode(obs),
+        out = EnvStep(
+            obs=obs,
             mask=obs.action_mask,
             reward=ts.reward.astype(jnp.float32),
             terminated=done & (ts.discount == 0),
             done=done,
         )
+        return (PooledMaze(new, state.pool) if self.pool_size else new), obs, out
 
-    def refresh(self, state, key):
-        """Replace ``refresh_count`` slots of this env's pool with newly generated mazes.
-
-        The slots are consecutive from a random one (mod the pool size), so they are distinct.
-        """
+    def _refresh(self, state: PooledMaze, key) -> PooledMaze:
+        """The slots are consecutive from a random one (mod the pool size), so they are distinct."""
         n = self.refresh_count
         slot_key, maze_key = jax.random.split(key)
         first = jax.random.randint(slot_key, (), 0, self.pool_size)
@@ -220,6 +254,11 @@ class MazePool(NamedTuple):
 class PooledMaze(NamedTuple):
     inner: Any  # Jumanji's maze state
     pool: MazePool
+
+
+class VisitedMaze(NamedTuple):
+    inner: Any  # the maze's state without the memory (Jumanji's, or a PooledMaze)
+    visited: Bool[Array, "H W"]  # cells the agent has stood on in this episode
 
 
 class GymnaxState(NamedTuple):
@@ -347,7 +386,7 @@ def make_env(cfg: PPOConfig) -> Env:
     if cfg.env == "Maze-v0":
         env = JumanjiMaze(
             cfg.maze_spec, cfg.maze_size, cfg.time_limit, cfg.maze_pool, cfg.maze_view,
-            cfg.maze_refresh,
+            cfg.maze_refresh, cfg.maze_visited,
         )  # fmt: skip
     elif cfg.env in GYMNAX_ENVS:
         env = GymnaxEnv(cfg.env, cfg.time_limit)

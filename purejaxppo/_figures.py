@@ -66,10 +66,11 @@ def plot_curves(path: Path, curves: dict[str, np.ndarray], env_steps: np.ndarray
 
 
 def can_render(cfg: PPOConfig) -> bool:
-    """Whether `write_gif` can draw this config's env: Jumanji envs, without ``time_input``."""
+    """Whether `write_gif` can draw this config's env: Jumanji envs, without ``time_input``
+    or ``maze_visited`` (it steps Jumanji's env itself, which keeps neither)."""
     from ._config import GYMNAX_ENVS
 
-    return cfg.env not in GYMNAX_ENVS and not cfg.time_input
+    return cfg.env not in GYMNAX_ENVS and not cfg.time_input and not cfg.maze_visited
 
 
 def write_gif(
@@ -93,7 +94,10 @@ def write_gif(
     from ._jumanji import JumanjiEnv
 
     if not can_render(cfg):
-        raise ValueError(f"write_gif: no renderer for {cfg.env!r}, time_input={cfg.time_input}.")
+        raise ValueError(
+            f"write_gif: no renderer for {cfg.env!r}, time_input={cfg.time_input}, "
+            f"maze_visited={cfg.maze_visited}."
+        )
     env = make_env(cfg)
     if isinstance(env, JumanjiMaze):
         mask, to_jumanji = (lambda obs: obs.action_mask), (lambda action: action)

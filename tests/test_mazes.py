@@ -211,3 +211,44 @@ def test_maze_view_errors_name_the_field():
         PPOConfig(maze="random", maze_view="side")
     with pytest.raises(ValueError, match="maze_view='egocentric' is invalid.*Maze-v0 only"):
         PPOConfig(env="Snake-v1", maze_view="egocentric")
+
+
+# ---- the visited-cells plane ----
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("view", ["full", "egocentric"])
+def test_visited_plane_holds_this_episodes_cells_and_trains(view):
+    from purejaxppo import make_train
+
+    cfg = PPOConfig(maze="random", maze_size=(6, 8), maze_view=view, maze_visited=True,
+                    maze_pool=4, time_limit=9)  # fmt: skip
+    env = make_env(cfg)
+    assert env.obs_shape == ((4, 6, 8) if view == "full" else (3, 11, 15))
+    state, obs, mask = env.reset(jax.random.PRNGKey(0))
+    step = jax.jit(env.step)
+    seen, resets = set(), 0
+    for t in range(40):  # several episodes: the time limit (9 steps) ends them
+        s = state.inner.inner
+        agent = (int(s.agent_position.row), int(s.agent_position.col))
+        seen.add(agent)
+        # Full view: the cells themselves; egocentric: shifted so that the agent is at (5, 7).
+        want = np.zeros(env.obs_shape[1:], np.uint8)
+        shift = (0, 0) if view == "full" else (5 - agent[0], 7 - agent[1])
+        for r, c in seen:
+            want[r + shift[0], c + shift[1]] = 1
+        np.testing.assert_array_equal(np.asarray(obs[-1]), want, err_msg=f"step {t}")
+        state, out = step(state, jnp.argmax(jax.random.uniform(jax.random.PRNGKey(t), (4,)) * mask))
+        obs, mask = out.obs, out.mask
+        if out.done:
+            seen, resets = set(), resets + 1
+    assert resets >= 3
+    small = dict(num_envs=4, num_steps=32, minibatch_size=64, update_epochs=1,
+                 total_timesteps=256, conv_channels=(), mlp_widths=(16,))  # fmt: skip
+    _, metrics = make_train(cfg.replace(**small))(jax.random.PRNGKey(1))
+    assert np.isfinite(metrics.entropy).all()
+
+
+def test_maze_visited_errors_name_the_field():
+    with pytest.raises(ValueError, match="maze_visited=1 is invalid: use True or False"):
+        PPOConfig(maze="random", maze_visited=1)
+    with pytest.raises(ValueError, match="maze_visited=True is invalid.*Maze-v0 only"):
+        PPOConfig(env="Snake-v1", maze_visited=True)
