@@ -77,7 +77,7 @@ class PPOConfig(eqx.Module):
     """For Maze-v0: one more plane, the cells the agent has stood on in this episode (in the
     chosen view). The observation has no memory otherwise, and a memoryless greedy policy
     that cannot tell where it has been can step back and forth between two cells until the
-    time limit (most of the ``ego`` preset's failures on fresh mazes did)."""
+    time limit (most of the ``ego-fresh`` preset's failures on fresh mazes did)."""
     time_limit: int | None = eqx.field(default=None, static=True)
     """Episode step limit. None: Jumanji's default (rows × cols for Maze)."""
     time_input: bool = eqx.field(default=False, static=True)
