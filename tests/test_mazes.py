@@ -182,28 +182,41 @@ def _egocentric_by_hand(walls, agent, target):
     return out
 
 
-@pytest.mark.timeout(300)
-def test_egocentric_view_centres_the_agent_and_trains():
+def _random_walk(env, steps: int):
+    """``(t, state, obs, new_episode)`` before each of ``steps`` random legal moves from a
+    reset; ``new_episode``: the move before ended an episode (and the env auto-reset)."""
+    state, obs, mask = env.reset(jax.random.PRNGKey(0))
+    step = jax.jit(env.step)
+    new_episode = False
+    for t in range(steps):
+        yield t, state, obs, new_episode
+        state, out = step(state, jnp.argmax(jax.random.uniform(jax.random.PRNGKey(t), (4,)) * mask))
+        obs, mask, new_episode = out.obs, out.mask, bool(out.done)
+
+
+def _assert_short_training_runs(cfg: PPOConfig):
     from purejaxppo import make_train
 
+    small = dict(num_envs=4, num_steps=32, minibatch_size=64, update_epochs=1,
+                 total_timesteps=256, conv_channels=(), mlp_widths=(16,))  # fmt: skip
+    _, metrics = make_train(cfg.replace(**small))(jax.random.PRNGKey(1))
+    assert np.isfinite(metrics.entropy).all()
+
+
+@pytest.mark.timeout(300)
+def test_egocentric_view_centres_the_agent_and_trains():
     cfg = PPOConfig(maze="random", maze_size=(6, 8), maze_view="egocentric", maze_pool=4)
     env = make_env(cfg)
     assert env.obs_shape == (2, 11, 15)
-    state, obs, mask = env.reset(jax.random.PRNGKey(0))
-    step = jax.jit(env.step)
-    for t in range(30):  # resets included: the view follows the agent into new mazes
+    # Resets included: the view follows the agent into new mazes.
+    for t, state, obs, _ in _random_walk(env, 30):
         s = state.inner
         agent = (int(s.agent_position.row), int(s.agent_position.col))
         target = (int(s.target_position.row), int(s.target_position.col))
         want = _egocentric_by_hand(np.asarray(s.walls), agent, target)
         np.testing.assert_array_equal(np.asarray(obs), want, err_msg=f"step {t}")
         assert obs[0, 5, 7] == 0  # the agent's own cell, at the centre, is open
-        state, out = step(state, jnp.argmax(jax.random.uniform(jax.random.PRNGKey(t), (4,)) * mask))
-        obs, mask = out.obs, out.mask
-    small = dict(num_envs=4, num_steps=32, minibatch_size=64, update_epochs=1,
-                 total_timesteps=256, conv_channels=(), mlp_widths=(16,))  # fmt: skip
-    _, metrics = make_train(cfg.replace(**small))(jax.random.PRNGKey(1))
-    assert np.isfinite(metrics.entropy).all()
+    _assert_short_training_runs(cfg)
 
 
 def test_maze_view_errors_name_the_field():
@@ -217,16 +230,15 @@ def test_maze_view_errors_name_the_field():
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("view", ["full", "egocentric"])
 def test_visited_plane_holds_this_episodes_cells_and_trains(view):
-    from purejaxppo import make_train
-
     cfg = PPOConfig(maze="random", maze_size=(6, 8), maze_view=view, maze_visited=True,
                     maze_pool=4, time_limit=9)  # fmt: skip
     env = make_env(cfg)
     assert env.obs_shape == ((4, 6, 8) if view == "full" else (3, 11, 15))
-    state, obs, mask = env.reset(jax.random.PRNGKey(0))
-    step = jax.jit(env.step)
     seen, resets = set(), 0
-    for t in range(40):  # several episodes: the time limit (9 steps) ends them
+    # Several episodes: the time limit (9 steps) ends them.
+    for t, state, obs, new_episode in _random_walk(env, 40):
+        if new_episode:
+            seen, resets = set(), resets + 1
         s = state.inner.inner
         agent = (int(s.agent_position.row), int(s.agent_position.col))
         seen.add(agent)
@@ -236,15 +248,8 @@ def test_visited_plane_holds_this_episodes_cells_and_trains(view):
         for r, c in seen:
             want[r + shift[0], c + shift[1]] = 1
         np.testing.assert_array_equal(np.asarray(obs[-1]), want, err_msg=f"step {t}")
-        state, out = step(state, jnp.argmax(jax.random.uniform(jax.random.PRNGKey(t), (4,)) * mask))
-        obs, mask = out.obs, out.mask
-        if out.done:
-            seen, resets = set(), resets + 1
     assert resets >= 3
-    small = dict(num_envs=4, num_steps=32, minibatch_size=64, update_epochs=1,
-                 total_timesteps=256, conv_channels=(), mlp_widths=(16,))  # fmt: skip
-    _, metrics = make_train(cfg.replace(**small))(jax.random.PRNGKey(1))
-    assert np.isfinite(metrics.entropy).all()
+    _assert_short_training_runs(cfg)
 
 
 def test_maze_visited_errors_name_the_field():
