@@ -91,20 +91,20 @@ def test_compile_opt_level(benchmark, level):
 
 
 def test_one_agent_engine_vs_make_train(benchmark):
-    """One medium-maze agent, 10 updates: `make_train` against the sweep engine `Agents`.
+    """One medium-maze agent, 10 updates: `make_train` against the sweep engine `Engine`.
 
-    `Agents` runs one agent per device as the plain per-agent program (a size-1 vmap ran
+    `Engine` runs one agent per device as the plain per-agent program (a size-1 vmap ran
     ~20 % slower on XLA:CPU). Alternating rounds in one process, medians.
     """
     code = """
     import json, time, statistics, jax
-    from purejaxppo import PPOConfig, make_train, Agents
-    from purejaxppo._sweep import _agent_inputs
+    from purejaxppo import PPOConfig, make_train, Engine
+    from purejaxppo._engine import agent_inputs
     cfg = PPOConfig(total_timesteps=8192 * 10)
     key = jax.random.PRNGKey(0)
     solo = make_train(cfg).compile(key)
-    agents = Agents(cfg, mesh=False)
-    keys, hp, _ = _agent_inputs(cfg, {}, [0])
+    agents = Engine(cfg, mesh=False)
+    keys, hp, _ = agent_inputs(cfg, {}, [0])
     jax.block_until_ready(solo(key)), jax.block_until_ready(agents(keys, hp))
     t = {"make_train": [], "agents_1": []}
     for _ in range(3):

@@ -19,17 +19,17 @@ pytestmark = pytest.mark.timeout(3600)
 
 CODE = """
 import json, time, io, contextlib, statistics, jax
-from purejaxppo import PPOConfig, Agents
+from purejaxppo import PPOConfig, Engine
 from purejaxppo._cli import _ProgressBar
-from purejaxppo._sweep import _agent_inputs
+from purejaxppo._engine import agent_inputs
 cfg = PPOConfig(**{cfg})
-keys, hp, _ = _agent_inputs(cfg, {{}}, list(range({agents})))
+keys, hp, _ = agent_inputs(cfg, {{}}, list(range({agents})))
 calls = []
 bar = _ProgressBar(cfg, {agents})
 def progress(p):
     calls.append(1)
     bar(p)
-plain, shown = Agents(cfg), Agents(cfg, progress=progress)
+plain, shown = Engine(cfg), Engine(cfg, progress=progress)
 sink = io.StringIO()
 def once(a):
     t0 = time.perf_counter()

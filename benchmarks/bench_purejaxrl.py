@@ -23,12 +23,12 @@ CARTPOLE = dict(
 def test_cartpole_purejaxrl_config(benchmark, seeds):
     code = f"""
     import json, time, warnings, resource, jax, numpy as np
-    from purejaxppo import PPOConfig, Agents
-    from purejaxppo._sweep import _agent_inputs
+    from purejaxppo import PPOConfig, Engine
+    from purejaxppo._engine import agent_inputs
     warnings.simplefilter("ignore")
     cfg = PPOConfig.from_purejaxrl({CARTPOLE!r})
-    agents = Agents(cfg)
-    keys, hp, _ = _agent_inputs(cfg, {{}}, list(range({seeds})))
+    agents = Engine(cfg)
+    keys, hp, _ = agent_inputs(cfg, {{}}, list(range({seeds})))
     t0 = time.perf_counter()
     state, metrics = agents(keys, hp)  # compiles ahead of time, then runs
     jax.block_until_ready(metrics)

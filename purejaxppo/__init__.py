@@ -1,12 +1,12 @@
 """purejaxppo: a one-program, vmappable PPO trainer in JAX + Equinox."""
 
-from ._agents import Agents as Agents
-from ._agents import Progress as Progress
-from ._agents import agent_mesh as agent_mesh
 from ._checkpoint import CheckpointError as CheckpointError
 from ._config import JUMANJI_ENVS as JUMANJI_ENVS
 from ._config import SUPPORTED_ENVS as SUPPORTED_ENVS
 from ._config import PPOConfig as PPOConfig
+from ._engine import Engine as Engine
+from ._engine import Progress as Progress
+from ._engine import agent_mesh as agent_mesh
 from ._envs import Env as Env
 from ._envs import EnvStep as EnvStep
 from ._envs import JumanjiMaze as JumanjiMaze
@@ -28,10 +28,8 @@ from ._mazes import parse_layout as parse_layout
 from ._networks import ActorCritic as ActorCritic
 from ._ppo import Metrics as Metrics
 from ._ppo import RunnerState as RunnerState
-from ._ppo import Train as Train
 from ._ppo import Transition as Transition
 from ._ppo import gae as gae
-from ._ppo import make_train as make_train
 from ._rundir import load_params as load_params
 from ._rundir import load_policy as load_policy
 from ._rundir import read_run as read_run
@@ -44,5 +42,7 @@ from ._sweep import SweepResult as SweepResult
 from ._sweep import resume_sweep as resume_sweep
 from ._sweep import sweep as sweep
 from ._sweep import train_with_checkpoints as train_with_checkpoints
+from ._train import Train as Train
+from ._train import make_train as make_train
 
 __version__ = "0.1.0"

@@ -88,7 +88,7 @@ def write_checkpoint(run_dir: str | Path, identity: dict, update: int, tree) -> 
         "payload_sha256": hashlib.sha256(payload).hexdigest(),
     }
     path = run_dir / f"ckpt-{update:08d}.eqx"
-    _atomic_write(path, json.dumps(header).encode() + b"\n" + payload)
+    atomic_write(path, json.dumps(header).encode() + b"\n" + payload)
     for old in checkpoints(run_dir)[:-KEEP]:
         old.unlink()
     return path
@@ -125,7 +125,7 @@ def read_checkpoint(path: str | Path, identity: dict, like):
         raise CheckpointError(f"{path}: payload does not match this config's state: {e}") from e
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
+def atomic_write(path: Path, data: bytes) -> None:
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     with open(tmp, "wb") as f:
         f.write(data)

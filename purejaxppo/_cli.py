@@ -323,7 +323,7 @@ def _settings(search: str, num_samples: int | None, axes: dict) -> int:
 def _mesh(devices: int | None):
     import jax
 
-    from ._agents import agent_mesh
+    from ._engine import agent_mesh
 
     if devices is None:
         return None
@@ -487,8 +487,7 @@ GPU_SUITE_AGENTS = (1, 64, 256, 1024, 4096)
 def _bench(cmd: BenchCmd) -> int:
     import jax
 
-    from ._agents import Agents
-    from ._sweep import _agent_inputs
+    from ._bench import time_full_run, time_updates
 
     cfg = PPOConfig() if cmd.suite == "gpu" else _config_of(cmd)
     counts = GPU_SUITE_AGENTS if cmd.suite == "gpu" else cmd.agents
@@ -504,73 +503,42 @@ def _bench(cmd: BenchCmd) -> int:
     header = f"{'agents':>7} {'compile s':>10} {'s/update':>9} {'steps/s':>13} {'per agent':>10}"
     print(header + "\n" + "-" * len(header), flush=True)
     start = time.perf_counter()
-    last = None
     rows = []
     for count in counts:
         left = cmd.budget_s - (time.perf_counter() - start)
-        if last is not None:  # estimate from the previous count: linear in agents at worst
-            estimate = last["compile_s"] * 1.5 + last["update_s"] * count / last["agents"] * (
+        if rows:  # estimate from the previous count: linear in agents at worst
+            last = rows[-1]
+            estimate = last.compile_s * 1.5 + last.update_s * count / last.agents * (
                 cmd.updates + 1
             )
             if estimate > left:
                 print(f"{count:>7} skipped: estimated {estimate:.0f} s > {left:.0f} s left")
                 continue
-        agents = Agents(cfg, mesh=mesh)
-        keys, hp, _ = _agent_inputs(cfg, {}, list(range(count)))
-        state = agents.init(keys, hp)
-        state, m = agents.run(state, hp, 1)  # compiles the 1-update program and warms up
-        jax.block_until_ready(m)
-        t0 = time.perf_counter()
-        for _ in range(cmd.updates):
-            state, m = agents.run(state, hp, 1)
-        jax.block_until_ready(m)
-        update_s = (time.perf_counter() - t0) / cmd.updates
-        row = {"agents": count, "compile_s": agents.compile_seconds, "update_s": update_s}
+        row = time_updates(cfg, count, cmd.updates, mesh)
         rows.append(row)
-        last = row
         print(
-            f"{count:>7} {row['compile_s']:>10.2f} {update_s:>9.3f} "
-            f"{count * cfg.batch_size / update_s:>13,.0f} {cfg.batch_size / update_s:>10,.0f}",
+            f"{count:>7} {row.compile_s:>10.2f} {row.update_s:>9.3f} "
+            f"{row.steps_per_s:>13,.0f} {row.steps_per_s_per_agent:>10,.0f}",
             flush=True,
         )
-        del state, m
     if len(rows) > 1:
-        base = rows[0]["agents"] * cfg.batch_size / rows[0]["update_s"]
-        best = max(rows, key=lambda r: r["agents"] / r["update_s"])
-        ratio = best["agents"] * cfg.batch_size / best["update_s"] / base
-        print(f"\naggregate steps/s, {best['agents']} agents vs {rows[0]['agents']}: {ratio:.1f}×")
+        best = max(rows, key=lambda r: r.steps_per_s)
+        ratio = best.steps_per_s / rows[0].steps_per_s
+        print(f"\naggregate steps/s, {best.agents} agents vs {rows[0].agents}: {ratio:.1f}×")
     if cmd.suite == "gpu":
-        _bench_full_run(cfg, mesh, 256, cmd.budget_s - (time.perf_counter() - start), rows)
-    return 0
-
-
-def _bench_full_run(cfg, mesh, count, left, rows) -> None:
-    """The whole medium-maze run (819,200 steps) for ``count`` agents, timed end to end."""
-    import jax
-
-    from ._agents import Agents
-    from ._sweep import _agent_inputs
-
-    row = next((r for r in rows if r["agents"] == count), None)
-    if row is not None:
-        estimate = row["compile_s"] * 1.5 + row["update_s"] * cfg.num_updates
+        count, left = 256, cmd.budget_s - (time.perf_counter() - start)
+        row = next((r for r in rows if r.agents == count), None)
+        estimate = 0.0 if row is None else row.compile_s * 1.5 + row.update_s * cfg.num_updates
         if estimate > left:
             print(f"\nfull run, {count} agents: skipped (estimated {estimate:.0f} s > {left:.0f})")
-            return
-    agents = Agents(cfg, mesh=mesh)
-    keys, hp, _ = _agent_inputs(cfg, {}, list(range(count)))
-    t0 = time.perf_counter()
-    state, metrics = agents(keys, hp)
-    jax.block_until_ready(metrics)
-    total = time.perf_counter() - t0
-    ret = agents.strip(metrics, count).episode_return[:, -10:]
-    import numpy as np
-
-    print(
-        f"\nfull run, {count} agents × {cfg.total_timesteps:,} steps: {total:.1f} s "
-        f"(compile {agents.compile_seconds:.1f} s, run {total - agents.compile_seconds:.1f} s); "
-        f"mean return of the last 10 updates {np.nanmean(ret):.3f}"
-    )
+            return 0
+        run = time_full_run(cfg, count, mesh)
+        print(
+            f"\nfull run, {count} agents × {cfg.total_timesteps:,} steps: {run.total_s:.1f} s "
+            f"(compile {run.compile_s:.1f} s, run {run.total_s - run.compile_s:.1f} s); "
+            f"mean return of the last 10 updates {run.final_return:.3f}"
+        )
+    return 0
 
 
 # ------------------------------------------------------------------------------- helpers ---

@@ -1,10 +1,11 @@
-"""PPO, top to bottom: rollout → GAE → epochs → minibatches → loss, and `make_train`.
+"""PPO, top to bottom: optimiser → init → rollout → GAE → loss → minibatch epochs → one update.
 
-`make_train(cfg)` returns ``train(key)``: the *whole* run (every update) is one `lax.scan` in
-one `eqx.filter_jit` program. Each stage below is also a plain function, so the benchmark can
-drive the same pieces from a Python loop (the reference design) for comparison.
+This module is the algorithm alone, for one agent. `update_step` is the body of the
+training scan; the engine (`_engine.py`) runs it for one agent (`make_train`) or many
+(`sweep`). Each stage is a plain function, so benchmarks can drive the same pieces from a
+Python loop (the reference design) for comparison.
 
-Where we differ from the seed system (see README):
+Where we differ from the seed system (docs/design.md):
   * one masked policy for rollout and loss, masked with a finite -1e9 (seed defect 1);
   * the value head is a scalar per example, so the value loss never broadcasts (defect 2);
   * entropy is the batch mean of the per-state entropy (defect 4);
@@ -15,7 +16,6 @@ Where we differ from the seed system (see README):
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import equinox as eqx
@@ -26,17 +26,15 @@ from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
 from ._config import PPOConfig
-from ._envs import Env, make_env
+from ._envs import Env
 from ._networks import (
     ActorCritic,
     entropy,
     make_network,
     masked_log_probs,
-    network_shapes,
     sample_action,
     take,
 )
-from ._xla_cpu import compiler_options, unrolled_threefry
 
 
 class Transition(NamedTuple):
@@ -375,115 +373,3 @@ def update_step(cfg: PPOConfig, env: Env, state: RunnerState) -> tuple[RunnerSta
         skipped_steps=info.skipped,
     )
     return dataclasses.replace(state, update=state.update + 1), metrics
-
-
-# ---------------------------------------------------------------------------- make_train ---
-ProgressFn = Callable[[int, Metrics], None]
-
-
-class Train:
-    """The pure training function returned by `make_train` (call it like a function).
-
-    ``train(key)`` runs ``cfg.num_updates`` updates as one `lax.scan` inside one
-    `eqx.filter_jit` program and returns ``(RunnerState, Metrics)``, the metrics with a leading
-    ``num_updates`` axis. ``train(key, config)`` uses ``config``'s numeric hyperparameters
-    (which may be traced, e.g. under `jax.vmap`); its static fields must equal ``cfg``'s.
-    Hyperparameters always enter as traced float32 scalars, so new values never recompile.
-    """
-
-    def __init__(self, cfg: PPOConfig, progress: ProgressFn | None = None):
-        self.cfg = cfg
-        self.env = make_env(cfg)
-        # Build the network abstractly now, so a network that cannot serve this env (e.g.
-        # network="per_cell" without a grid-cell action) fails here, not inside the jit.
-        network_shapes(cfg, self.env.obs_shape, self.env.action_dims)
-        self.progress = progress
-        self.num_traces = 0  # times the program was traced (i.e. compiled): tests check it
-        # XLA options (see _xla_cpu.py) are only allowed on a top-level jit; when the caller
-        # wraps `train` in a jit of their own, the plain version is used instead.
-        self._jitted = eqx.filter_jit(self._train, compiler_options=compiler_options())
-        self._jitted_nested = eqx.filter_jit(self._train)
-        self._init = eqx.filter_jit(init_state)
-        self._chunk = eqx.filter_jit(self._updates, compiler_options=compiler_options())
-
-    def _train(self, key: PRNGKeyArray, cfg: PPOConfig):
-        self.num_traces += 1
-        return self._updates(cfg, init_state(cfg, self.env, key), cfg.num_updates)
-
-    def _updates(self, cfg: PPOConfig, state: RunnerState, num_updates: int):
-        """``num_updates`` updates from ``state``: the one `lax.scan` of the program."""
-
-        def body(state, _):
-            state, metrics = update_step(cfg, self.env, state)
-            if self.progress is not None:
-                jax.debug.callback(self.progress, state.update, metrics)
-            return state, metrics
-
-        return jax.lax.scan(body, state, None, length=num_updates)
-
-    # ---- chunked training (checkpoints): the same scan body, K updates per program call ----
-    def init(self, key: PRNGKeyArray, config: PPOConfig | None = None) -> RunnerState:
-        """The initial state ``train(key)`` starts from (network, optimiser, envs, key)."""
-        with unrolled_threefry():
-            return self._init(self._hyperparameters(config), self.env, key)
-
-    def run(
-        self, state: RunnerState, num_updates: int, config: PPOConfig | None = None
-    ) -> tuple[RunnerState, Metrics]:
-        """Continue training ``state`` for ``num_updates`` updates (one compiled scan).
-
-        ``train(key)`` equals ``init(key)`` followed by chunks of ``run`` that add up to
-        ``cfg.num_updates`` (tested bit for bit on CPU); each chunk size compiles once.
-        """
-        if not isinstance(num_updates, int) or num_updates < 1:
-            raise ValueError(f"run(num_updates={num_updates!r}): need a positive int.")
-        with unrolled_threefry():
-            return self._chunk(self._hyperparameters(config), state, num_updates)
-
-    def __call__(
-        self, key: PRNGKeyArray, config: PPOConfig | None = None
-    ) -> tuple[RunnerState, Metrics]:
-        hp = self._hyperparameters(config)
-        with unrolled_threefry():  # only matters when this call traces and compiles
-            try:
-                return self._jitted(key, hp)
-            except ValueError as e:  # called inside the user's own jit
-                if "compiler_options" not in str(e):
-                    raise
-                return self._jitted_nested(key, hp)
-
-    def compile(self, key: PRNGKeyArray, config: PPOConfig | None = None):
-        """Compile ahead of time; returns ``compiled(key, config=None)``, which never traces.
-
-        Lets callers time compilation and running separately (the CLI and benchmarks do).
-        """
-        with unrolled_threefry():
-            compiled = self._jitted.lower(key, self._hyperparameters(config)).compile()
-
-        def run(key: PRNGKeyArray, config: PPOConfig | None = None):
-            return compiled(key, self._hyperparameters(config))
-
-        return run
-
-    def _hyperparameters(self, config: PPOConfig | None) -> PPOConfig:
-        config = self.cfg if config is None else config
-        if config.static_fields() != self.cfg.static_fields():
-            diff = {
-                k: v for k, v in config.static_fields().items() if self.cfg.static_fields()[k] != v
-            }
-            raise ValueError(
-                f"train(key, config): static fields {sorted(diff)} differ from the config given "
-                "to make_train; they fix shapes, so call make_train with that config instead."
-            )
-        return config.traced()
-
-
-def make_train(cfg: PPOConfig, progress: ProgressFn | None = None) -> Train:
-    """Build the one-program trainer for ``cfg`` (see `Train`).
-
-    ``progress(update, metrics)``, if given, is called on the host after every update from
-    inside the compiled program (a `jax.debug.callback`).
-    """
-    if not isinstance(cfg, PPOConfig):
-        raise TypeError(f"make_train expects a PPOConfig, got {type(cfg).__name__}.")
-    return Train(cfg, progress)

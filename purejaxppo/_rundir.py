@@ -25,7 +25,7 @@ import equinox as eqx
 import jax
 import numpy as np
 
-from ._checkpoint import _atomic_write, config_from_json, config_to_json
+from ._checkpoint import atomic_write, config_from_json, config_to_json
 from ._config import PPOConfig, static_field_names
 from ._evaluate import Policy, evaluate, policy_of
 from ._figures import can_render, plot_curves, write_gif
@@ -64,13 +64,13 @@ def write_run(
         "finished": result.finished,
         "timings": timings,
     }
-    _atomic_write(run_dir / "config.json", json.dumps(meta, indent=1).encode())
+    atomic_write(run_dir / "config.json", json.dumps(meta, indent=1).encode())
     _write_metrics(run_dir, result)
     params = _params_by_program(result)
     for i, p in enumerate(params):
         buf = io.BytesIO()
         eqx.tree_serialise_leaves(buf, p)
-        _atomic_write(run_dir / _params_name(i, len(params)), buf.getvalue())
+        atomic_write(run_dir / _params_name(i, len(params)), buf.getvalue())
 
     success = None
     if eval_episodes and not isinstance(result.state, list):
@@ -147,7 +147,7 @@ def _write_metrics(run_dir: Path, result: SweepResult) -> None:
         axis_names=np.asarray([*names, "update"]), env_steps=env_steps,
         diverged=result.diverged,
     )  # fmt: skip
-    _atomic_write(run_dir / "metrics.npz", buf.getvalue())
+    atomic_write(run_dir / "metrics.npz", buf.getvalue())
 
     text = io.StringIO()
     writer = csv.writer(text)
@@ -160,7 +160,7 @@ def _write_metrics(run_dir: Path, result: SweepResult) -> None:
         for u in range(updates):
             row = [c[a, u] for c in cols]
             writer.writerow([*coords, *vals, u + 1, int(env_steps[u]), *[_csv(x) for x in row]])
-    _atomic_write(run_dir / "metrics.csv", text.getvalue().encode())
+    atomic_write(run_dir / "metrics.csv", text.getvalue().encode())
 
 
 def _add_run_columns(rows, result: SweepResult, success, timings, num_agents) -> None:
@@ -186,7 +186,7 @@ def _write_summary(run_dir: Path, rows: list[dict], result: SweepResult) -> None
     writer.writerow(keys)
     for r in rows:
         writer.writerow([_csv(r[k]) for k in keys])
-    _atomic_write(run_dir / "summary.csv", text.getvalue().encode())
+    atomic_write(run_dir / "summary.csv", text.getvalue().encode())
 
     setting = [k for k in keys if k not in _SUMMARY_COLUMNS]
     header = [*setting, "seeds", "final return", "IQM [95 % CI]", "success", "steps/s",
@@ -222,7 +222,7 @@ def _write_summary(run_dir: Path, rows: list[dict], result: SweepResult) -> None
         lines += [f"- {', '.join(f'{k}={_fmt(v)}' for k, v in d.items())}" for d in diverged]
     else:
         lines.append("No agent diverged.")
-    _atomic_write(run_dir / "summary.md", ("\n".join(lines) + "\n").encode())
+    atomic_write(run_dir / "summary.md", ("\n".join(lines) + "\n").encode())
 
 
 _SUMMARY_COLUMNS = {
@@ -246,9 +246,9 @@ def _curves(result: SweepResult) -> dict[str, np.ndarray]:
 
 
 def _best_agent(result: SweepResult) -> tuple[int, ...] | None:
-    from ._sweep import _final_scores
+    from ._sweep import final_scores
 
-    scores = _final_scores(np.asarray(result.metrics.episode_return), 10)
+    scores = final_scores(np.asarray(result.metrics.episode_return), 10)
     scores = np.where(result.diverged | ~np.isfinite(scores), -np.inf, scores)
     if not np.isfinite(scores).any():
         return None

@@ -1,7 +1,7 @@
 """Many agents in one program: labelled sweeps over seeds and hyperparameters.
 
 ``sweep(cfg, seeds=64, lr=[1e-4, 3e-4], ent_coef=[0.0, 0.01])`` trains every combination
-(2 × 2 settings × 64 seeds = 256 agents) with `jax.vmap` over one `make_train` program, and
+(2 × 2 settings × 64 seeds = 256 agents) in one `Engine` program, and
 returns the metrics with labelled axes ``("lr", "ent_coef", "seed", "update")``.
 
 **Seeds and keys.** Seed ``s`` is trained with ``jax.random.PRNGKey(s)``; ``seeds=N`` means
@@ -31,10 +31,9 @@ import jax
 import numpy as np
 from jax.sharding import Mesh
 
-from ._agents import Agents, ProgressFn
 from ._checkpoint import (
     CheckpointError,
-    _atomic_write,
+    atomic_write,
     checkpoints,
     config_from_json,
     config_to_json,
@@ -42,6 +41,7 @@ from ._checkpoint import (
     write_checkpoint,
 )
 from ._config import TRACED_FIELDS, PPOConfig, static_field_names
+from ._engine import Engine, ProgressFn, agent_inputs
 from ._ppo import Metrics, RunnerState
 from ._stats import bootstrap_ci, iqm
 
@@ -96,7 +96,7 @@ class SweepResult:
         ``return_iqm`` with ``iqm_ci`` (percentile bootstrap over seeds), ``return_min``,
         ``return_max`` and ``diverged`` (the seeds left out).
         """
-        scores = _final_scores(np.asarray(self.metrics.episode_return), last)
+        scores = final_scores(np.asarray(self.metrics.episode_return), last)
         setting_axes = list(self.axes)[:-1]
         rows = []
         for index in itertools.product(*[range(len(self.axes[k])) for k in setting_axes]):
@@ -246,7 +246,7 @@ def sweep(
     run = dict(mesh=mesh, progress=progress, progress_every=progress_every)
     finished = True
     t0 = time.perf_counter()
-    compile_before = Agents.total_compile_seconds
+    compile_before = Engine.total_compile_seconds
     if chunked:
         spec = {
             "config": config_to_json(cfg),
@@ -278,7 +278,7 @@ def sweep(
         state = jax.tree.map(stack, *states)
     except ValueError:  # different static shapes: keep a list per static setting
         state = states
-    compile_s = Agents.total_compile_seconds - compile_before
+    compile_s = Engine.total_compile_seconds - compile_before
     timings = {"compile_s": compile_s, "run_s": time.perf_counter() - t0 - compile_s}
     ndim = len(hyper_axes) + 1  # before the static axes are stacked and updates padded
     diverged = stack(*[_diverged(r[1], r[0], ndim, divergence_grad_norm) for r in results])
@@ -348,28 +348,9 @@ def _check_chunking(run_dir, checkpoint_every, resume, static_axes) -> bool:
     return True
 
 
-def _agent_inputs(base: PPOConfig, values: dict, seeds: list[int]):
-    """Flat agent axis (settings-major, seeds minor): keys and per-agent hyperparameters."""
-    settings_shape = next(iter(values.values())).shape if values else ()
-    n_settings, n_seeds = math.prod(settings_shape), len(seeds)
-    leaves = {}
-    for name in TRACED_FIELDS:
-        default = getattr(base, name)
-        if name in values:
-            flat = np.repeat(values[name].reshape(-1), n_seeds)
-        elif default is None:
-            continue
-        else:
-            flat = np.full(n_settings * n_seeds, default)
-        leaves[name] = np.asarray(flat, np.float32)
-    hparams = dataclasses.replace(base.traced(), **leaves)
-    keys = np.stack([np.asarray(jax.random.PRNGKey(s)) for s in seeds] * n_settings)
-    return keys, hparams, (*settings_shape, n_seeds)
-
-
 def _run(base: PPOConfig, values: dict, seeds: list[int], **run):
     """One program over (settings × seeds); returns arrays shaped (*settings, S, ...)."""
-    keys, hparams, shape = _agent_inputs(base, values, seeds)
+    keys, hparams, shape = agent_inputs(base, values, seeds)
     agents = _cached_agents(base, **run)
     state, metrics = agents(keys, hparams)
     return _unflatten(agents.strip(metrics, len(keys)), shape), _unflatten(
@@ -407,7 +388,7 @@ def train_with_checkpoints(
 
 def _run_chunked(base, values, seeds, spec, run_dir: Path, every, resume, should_stop, **run):
     """`_run` in chunks of ``every`` updates with a checkpoint of every agent after each."""
-    keys, hparams, shape = _agent_inputs(base, values, seeds)
+    keys, hparams, shape = agent_inputs(base, values, seeds)
     n = len(keys)
     agents = _cached_agents(base, **run)
     identity = {"sweep": spec}
@@ -426,7 +407,7 @@ def _run_chunked(base, values, seeds, spec, run_dir: Path, every, resume, should
         done = int(state.update[0])
     else:
         run_dir.mkdir(parents=True, exist_ok=True)
-        _atomic_write(
+        atomic_write(
             run_dir / "sweep.json",
             json.dumps({**spec, "checkpoint_every": every}, indent=1).encode(),
         )
@@ -464,8 +445,8 @@ def _unflatten(tree, shape):
 _AGENTS: dict = {}
 
 
-def _cached_agents(cfg: PPOConfig, mesh=None, progress=None, progress_every=1) -> Agents:
-    """One `Agents` per static configuration and placement, so same-shape sweeps reuse the
+def _cached_agents(cfg: PPOConfig, mesh=None, progress=None, progress_every=1) -> Engine:
+    """One `Engine` per static configuration and placement, so same-shape sweeps reuse the
     compiled program (a new ``progress`` function means a new program)."""
     mesh_key = mesh if isinstance(mesh, bool) or mesh is None else id(mesh)
     key = (
@@ -479,7 +460,7 @@ def _cached_agents(cfg: PPOConfig, mesh=None, progress=None, progress_every=1) -
     if key not in _AGENTS:
         if len(_AGENTS) >= 8:
             _AGENTS.pop(next(iter(_AGENTS)))
-        _AGENTS[key] = Agents(cfg, mesh=mesh, progress=progress, progress_every=progress_every)
+        _AGENTS[key] = Engine(cfg, mesh=mesh, progress=progress, progress_every=progress_every)
     return _AGENTS[key]
 
 
@@ -577,7 +558,7 @@ def _py(v):
     return float(v) if np.ndim(v) == 0 and isinstance(v, (numbers.Real, np.floating)) else v
 
 
-def _final_scores(returns: np.ndarray, last: int) -> np.ndarray:
+def final_scores(returns: np.ndarray, last: int) -> np.ndarray:
     """Per agent: mean return over its last ``last`` updates that finished an episode."""
     out = np.full(returns.shape[:-1], np.nan)
     for index in np.ndindex(*returns.shape[:-1]):

@@ -18,7 +18,7 @@ PRELUDE = """
 import json, dataclasses, numpy as np, jax, jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec
 from purejaxppo import PPOConfig, sweep, resume_sweep, agent_mesh
-from purejaxppo._agents import Agents
+from purejaxppo import Engine
 SMALL = PPOConfig(maze="medium", num_envs=4, num_steps=32, minibatch_size=64,
                   update_epochs=2, total_timesteps=384)
 def same(a, b):
@@ -66,7 +66,7 @@ def test_sharded_sweep_equals_single_device_agent_by_agent():
 def test_one_compile_and_each_device_holds_its_shard():
     out = run_with_devices(
         """
-        agents = Agents(SMALL)  # default: every device
+        agents = Engine(SMALL)  # default: every device
         keys = jnp.stack([jax.random.PRNGKey(s) for s in range(6)])
         hp = dataclasses.replace(SMALL.traced(), lr=jnp.full(6, 3e-4), ent_coef=jnp.full(6, 0.01))
         state, metrics = agents(keys, hp)

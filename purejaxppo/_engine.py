@@ -1,11 +1,14 @@
-"""Many agents as one program, optionally sharded over devices: the engine under `sweep`.
+"""The one execution engine: a batch of agents as one (optionally sharded) XLA program.
 
-`Agents(cfg)` trains a flat batch of agents (leading axis = agent; each has its own PRNG key
-and its own numeric hyperparameters) with the same scan body as `make_train`, vmapped:
+Everything that trains goes through `Engine`: `make_train` (a one-agent view), `sweep`,
+checkpointed runs and sharding. `Engine(cfg)` trains a flat batch of agents (leading axis =
+agent; each has its own PRNG key and its own numeric hyperparameters):
 
-    state = agents.init(keys, hparams)           # one program
-    state, metrics = agents.run(state, hparams, K)  # one program per chunk size
-    state, metrics = agents(keys, hparams)         # init + every update: one program
+    state = engine.init(keys, hparams)            # one program
+    state, metrics = engine.run(state, hparams, K)  # one program per chunk size
+    state, metrics = engine(keys, hparams)          # init + every update: one program
+
+`agent_inputs` builds ``keys`` and ``hparams`` for seeds × hyperparameter settings.
 
 **Scan outside, vmap inside.** The update loop is a `lax.scan` whose body updates every agent
 at once. That is the same computation as vmapping `make_train` (vmap of a scan *is* a scan of
@@ -25,6 +28,7 @@ works when the mesh spans several hosts after `jax.distributed.initialize()`.
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -72,7 +76,7 @@ def agent_mesh(devices: Any = None) -> Mesh:
     return Mesh(np.asarray(devices), (AXIS,))
 
 
-class Agents:
+class Engine:
     """Train a batch of agents of one static config as one (optionally sharded) program.
 
     Args:
@@ -95,12 +99,14 @@ class Agents:
         if mesh is None:
             mesh = agent_mesh() if jax.device_count() > 1 else False
         if mesh is not False and AXIS not in mesh.axis_names:
-            raise ValueError(f"Agents(mesh=...): the mesh needs an axis named {AXIS!r}.")
+            raise ValueError(f"Engine(mesh=...): the mesh needs an axis named {AXIS!r}.")
         if not isinstance(progress_every, int) or progress_every < 1:
             raise ValueError(f"progress_every={progress_every!r}: need a positive int.")
         self.cfg = cfg
         self.env = make_env(cfg)
-        network_shapes(cfg, self.env.obs_shape, self.env.action_dims)  # fails early, as Train
+        # Build the network abstractly now, so a network that cannot serve this env (e.g.
+        # network="per_cell" without a grid-cell action) fails here, not inside the jit.
+        network_shapes(cfg, self.env.obs_shape, self.env.action_dims)
         self.mesh: Mesh | None = None if mesh is False or mesh.size == 1 else mesh
         self.progress = progress
         self.progress_every = progress_every
@@ -145,32 +151,32 @@ class Agents:
     def init(self, keys: PRNGKeyArray, hparams: PPOConfig) -> RunnerState:
         """Initial states of ``len(keys)`` agents (padded; see `strip`)."""
         n = _num_agents(keys, hparams)
-        keys, hparams = self._place((keys, _batched(hparams, n)), n)
-        return self._call("init", n, keys, hparams)
+        keys, hparams = self._place((keys, batched(hparams, n)), n)
+        return self.compiled("init", n, keys, hparams)(keys, hparams)
 
     def run(
         self, state: RunnerState, hparams: PPOConfig, num_updates: int
     ) -> tuple[RunnerState, Metrics]:
         """``num_updates`` more updates of every agent; metrics are ``(agents, num_updates)``.
 
-        ``agents(keys, hp)`` equals ``init`` followed by chunks of ``run`` adding up to
+        ``engine(keys, hp)`` equals ``init`` followed by chunks of ``run`` adding up to
         ``cfg.num_updates``, bit for bit on CPU (tested).
         """
         if not isinstance(num_updates, int) or num_updates < 1:
             raise ValueError(f"run(num_updates={num_updates!r}): need a positive int.")
         n = _num_agents(None, hparams)
-        state, hparams = self._place((state, _batched(hparams, n)), n)
-        return self._call(("run", num_updates), n, state, hparams)
+        state, hparams = self._place((state, batched(hparams, n)), n)
+        return self.compiled(("run", num_updates), n, state, hparams)(state, hparams)
 
     def __call__(self, keys: PRNGKeyArray, hparams: PPOConfig) -> tuple[RunnerState, Metrics]:
         """Every update of every agent in one program (init + one scan)."""
         n = _num_agents(keys, hparams)
-        keys, hparams = self._place((keys, _batched(hparams, n)), n)
-        return self._call("train", n, keys, hparams)
+        keys, hparams = self._place((keys, batched(hparams, n)), n)
+        return self.compiled("train", n, keys, hparams)(keys, hparams)
 
     def shapes(self, keys: PRNGKeyArray, hparams: PPOConfig) -> tuple[RunnerState, Metrics]:
         """Shapes and dtypes (no padding) of the agents' state and of one update's metrics."""
-        hp = _batched(hparams, _num_agents(keys, hparams))
+        hp = batched(hparams, _num_agents(keys, hparams))
         state = jax.eval_shape(jax.vmap(lambda k, c: init_state(c, self.env, k)), keys, hp)
         one = jax.eval_shape(jax.vmap(lambda s, c: update_step(c, self.env, s)[1]), state, hp)
         return state, one
@@ -178,38 +184,49 @@ class Agents:
     def lower(self, keys: PRNGKeyArray, hparams: PPOConfig):
         """The lowered whole-run program (``.compile()`` it to time compilation alone)."""
         n = _num_agents(keys, hparams)
-        keys, hparams = self._place((keys, _batched(hparams, n)), n)
+        keys, hparams = self._place((keys, batched(hparams, n)), n)
         with unrolled_threefry():
-            return self._program("train", n).lower(keys, hparams)
+            return self._jitted("train", n).lower(keys, hparams)
 
-    def _call(self, kind, num_agents: int, *args):
-        """Run a program, compiling it ahead of time on first use (timed in
-        ``compile_seconds``, so callers can report compile and run time separately)."""
-        cache_key = (kind, num_agents)
+    def compiled(self, kind, num_agents: int, *args):
+        """The compiled program ``kind`` for ``num_agents`` agents and inputs like ``args``.
+
+        Compiled ahead of time on first use, with this backend's compiler options (see
+        `_xla_cpu`), and timed in ``compile_seconds`` so callers can report compile and run
+        time apart. ``kind`` is ``"init"``, ``"train"`` or ``("run", num_updates)``.
+        """
+        cache_key = (kind, num_agents, jax.tree.structure(args))
         if cache_key not in self._compiled:
             t0 = time.perf_counter()
             with unrolled_threefry():
-                program = self._program(kind, num_agents).lower(*args).compile()
+                program = self._jitted(kind, num_agents).lower(*args).compile()
             self._compiled[cache_key] = program
             seconds = time.perf_counter() - t0
             self.compile_seconds += seconds
-            Agents.total_compile_seconds += seconds
-        return self._compiled[cache_key](*args)
+            Engine.total_compile_seconds += seconds
+        return self._compiled[cache_key]
 
-    def _program(self, kind, num_agents: int):
+    def program(self, kind, num_agents: int) -> Callable:
+        """The pure, unjitted function of program ``kind`` (see `compiled`).
+
+        `make_train`'s view traces it inline when it is called under a caller's own
+        transformation (`jax.jit`, `jax.vmap`, ...), so both paths run one definition.
+        """
+        valid = np.arange(self.padded(num_agents)) < num_agents
+        per_agent_init = self._per_agent(lambda key, c: init_state(c, self.env, key), valid)
+        if kind == "init":
+            return per_agent_init
+        if kind == "train":
+            return lambda keys, hp: self._scan(
+                per_agent_init(keys, hp), hp, self.cfg.num_updates, valid
+            )
+        _, num_updates = kind
+        return lambda state, hp: self._scan(state, hp, num_updates, valid)
+
+    def _jitted(self, kind, num_agents: int):
         cache_key = (kind, num_agents)
         if cache_key not in self._programs:
-            valid = np.arange(self.padded(num_agents)) < num_agents
-            if kind == "init":
-                fn = self._per_agent(lambda key, hp: init_state(hp, self.env, key), valid)
-            elif kind == "train":
-
-                def fn(keys, hp):
-                    init = self._per_agent(lambda key, c: init_state(c, self.env, key), valid)
-                    return self._scan(init(keys, hp), hp, self.cfg.num_updates, valid)
-
-            else:
-                fn = lambda state, hp, k=kind[1]: self._scan(state, hp, k, valid)  # noqa: E731
+            fn = self.program(kind, num_agents)
             self._programs[cache_key] = eqx.filter_jit(fn, compiler_options=compiler_options())
         return self._programs[cache_key]
 
@@ -217,9 +234,8 @@ class Agents:
         """vmap ``fn`` over the agent axis; under a mesh, each device maps its own shard."""
         if len(valid) == self.num_devices:
             # One agent per device: run the plain per-agent program on it. A vmap over an axis
-            # of size 1 still lowers to batched ops, which XLA:CPU ran 20 % slower for one
-            # medium-maze agent (43.4k against 34.4k steps/s); this also makes one agent
-            # here bitwise equal to `make_train`.
+            # of size 1 still lowers to batched ops, which XLA:CPU ran slower for one agent
+            # (docs/benchmarks.md); this also makes a one-agent sweep bitwise `make_train`.
             def mapped(*args):
                 out = fn(*jax.tree.map(lambda x: x[0], args))
                 return jax.tree.map(lambda x: x[None], out)
@@ -288,20 +304,55 @@ def _num_agents(keys, hparams: PPOConfig) -> int:
         sizes.add(np.shape(keys)[0])
     if len(sizes) != 1:
         raise ValueError(
-            f"Agents: keys and batched hyperparameters disagree on the number of agents "
+            f"Engine: keys and batched hyperparameters disagree on the number of agents "
             f"(leading sizes {sorted(sizes)}); give each hyperparameter one value per agent."
         )
     return sizes.pop()
 
 
-def _batched(hparams: PPOConfig, n: int) -> PPOConfig:
-    """Traced hyperparameters as float32 arrays of shape (n,) (scalars broadcast)."""
+def batched(hparams: PPOConfig, n: int) -> PPOConfig:
+    """Traced hyperparameters as float32 arrays of shape (n,) (scalars broadcast).
+
+    Host values stay numpy (placed later); traced values (under a caller's transformation)
+    are broadcast with jax.
+    """
     changes = {}
     for name in TRACED_FIELDS:
         v = getattr(hparams, name)
-        if v is not None:
+        if v is None:
+            continue
+        if isinstance(v, jax.core.Tracer):
+            changes[name] = jnp.broadcast_to(jnp.asarray(v, jnp.float32), (n,))
+        else:
             changes[name] = np.broadcast_to(np.asarray(v, np.float32), (n,))
-    return dataclasses.replace(hparams.traced(), **changes)
+    return dataclasses.replace(hparams, **changes)
+
+
+def agent_inputs(
+    base: PPOConfig, values: dict[str, np.ndarray], seeds: list[int]
+) -> tuple[np.ndarray, PPOConfig, tuple[int, ...]]:
+    """Keys and per-agent hyperparameters of (settings × seeds) agents, and their shape.
+
+    ``values`` maps traced field names to arrays of one shape (the settings grid); every
+    setting runs every seed. The flat agent axis is settings-major, seeds minor, so agent
+    ``i`` is setting ``i // len(seeds)``, seed ``seeds[i % len(seeds)]``; seed ``s`` trains
+    with ``jax.random.PRNGKey(s)`` in every setting (common random numbers).
+    """
+    settings_shape = next(iter(values.values())).shape if values else ()
+    n_settings, n_seeds = math.prod(settings_shape), len(seeds)
+    leaves = {}
+    for name in TRACED_FIELDS:
+        default = getattr(base, name)
+        if name in values:
+            flat = np.repeat(np.asarray(values[name]).reshape(-1), n_seeds)
+        elif default is None:
+            continue
+        else:
+            flat = np.full(n_settings * n_seeds, default)
+        leaves[name] = np.asarray(flat, np.float32)
+    hparams = dataclasses.replace(base.traced(), **leaves)
+    keys = np.stack([np.asarray(jax.random.PRNGKey(s)) for s in seeds] * n_settings)
+    return keys, hparams, (*settings_shape, n_seeds)
 
 
 def _gather(x):

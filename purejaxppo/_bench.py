@@ -1,0 +1,72 @@
+"""Throughput measurements shared by ``purejaxppo bench`` and ``benchmarks/``.
+
+`time_updates` is the one definition of "aggregate steps/s at N agents": the engine's
+one-update program is compiled (timed apart) and warmed up, then ``updates`` calls are timed
+and averaged. `time_full_run` times a whole run (init + every update) end to end.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import NamedTuple
+
+import jax
+import numpy as np
+from jax.sharding import Mesh
+
+from ._config import PPOConfig
+from ._engine import Engine, agent_inputs
+
+
+class Throughput(NamedTuple):
+    """One measurement: ``agents`` agents of one config, one-update programs."""
+
+    agents: int
+    compile_s: float  # every program this measurement compiled (init and one update)
+    update_s: float  # seconds per update of all agents together, after warm-up
+    steps_per_s: float  # all agents together
+    steps_per_s_per_agent: float
+
+
+def time_updates(
+    cfg: PPOConfig, agents: int, updates: int = 2, mesh: Mesh | None | bool = None
+) -> Throughput:
+    """Aggregate steps/s of ``agents`` agents (seeds 0…N-1) over ``updates`` timed updates."""
+    if not isinstance(updates, int) or updates < 1:
+        raise ValueError(f"time_updates(updates={updates!r}): need a positive int.")
+    engine = Engine(cfg, mesh=mesh)
+    keys, hp, _ = agent_inputs(cfg, {}, list(range(agents)))
+    state = engine.init(keys, hp)
+    state, m = engine.run(state, hp, 1)  # compiles the 1-update program and warms up
+    jax.block_until_ready(m)
+    t0 = time.perf_counter()
+    for _ in range(updates):
+        state, m = engine.run(state, hp, 1)
+    jax.block_until_ready(m)
+    update_s = (time.perf_counter() - t0) / updates
+    return Throughput(
+        agents=agents,
+        compile_s=engine.compile_seconds,
+        update_s=update_s,
+        steps_per_s=agents * cfg.batch_size / update_s,
+        steps_per_s_per_agent=cfg.batch_size / update_s,
+    )
+
+
+class FullRun(NamedTuple):
+    agents: int
+    total_s: float  # compile + run
+    compile_s: float
+    final_return: float  # mean over agents of the last 10 updates' mean episode return
+
+
+def time_full_run(cfg: PPOConfig, agents: int, mesh: Mesh | None | bool = None) -> FullRun:
+    """The whole run of ``agents`` agents (one program: init + every update), end to end."""
+    engine = Engine(cfg, mesh=mesh)
+    keys, hp, _ = agent_inputs(cfg, {}, list(range(agents)))
+    t0 = time.perf_counter()
+    _, metrics = engine(keys, hp)
+    jax.block_until_ready(metrics)
+    total = time.perf_counter() - t0
+    ret = engine.strip(metrics, agents).episode_return[:, -10:]
+    return FullRun(agents, total, engine.compile_seconds, float(np.nanmean(ret)))

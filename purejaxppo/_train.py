@@ -1,0 +1,121 @@
+"""`make_train(cfg)`: the one-agent view of the engine.
+
+``train = make_train(cfg)`` is a pure function of a key: ``train(key) -> (state, metrics)``
+runs ``cfg.num_updates`` updates as one `lax.scan` inside one compiled program. It is the
+`Engine`'s ``"train"`` program for one agent, with the agent axis taken off, so a lone
+agent, a sweep and a checkpointed run all execute one definition.
+
+Called with concrete arrays it runs the engine's compiled program (ahead-of-time compiled
+once per input structure, with the backend's compiler options). Called under a caller's own
+transformation (`jax.vmap` over seeds, `jax.jit`, `jax.make_jaxpr`) it traces the same
+function inline, as a nested jit, so it composes like any JAX function. Which path runs is
+decided by the inputs' types (tracers or not), never by catching an error.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import equinox as eqx
+import jax
+from jaxtyping import PRNGKeyArray
+
+from ._config import PPOConfig
+from ._engine import Engine, ProgressFn, batched
+from ._ppo import Metrics, RunnerState
+
+
+class Train:
+    """The pure training function returned by `make_train` (call it like a function).
+
+    ``train(key, config=None)`` returns ``(RunnerState, Metrics)``, the metrics with a
+    leading ``num_updates`` axis. ``config`` supplies the numeric hyperparameters (which may
+    be traced, e.g. under `jax.vmap`); its static fields must equal ``cfg``'s.
+    Hyperparameters always enter as traced float32 scalars, so new values never recompile.
+    """
+
+    def __init__(self, cfg: PPOConfig, progress: ProgressFn | None = None):
+        self.cfg = cfg
+        # One device, no sharding: a user's own `vmap` or `sweep` decides placement.
+        self.engine = Engine(cfg, mesh=False, progress=progress)
+        self._inline = eqx.filter_jit(self._one_agent)
+
+    @property
+    def num_traces(self) -> int:
+        """Times the training scan was traced (i.e. compiled or inlined): tests check it."""
+        return self.engine.num_traces
+
+    def __call__(
+        self, key: PRNGKeyArray, config: PPOConfig | None = None
+    ) -> tuple[RunnerState, Metrics]:
+        hp = self._hyperparameters(config)
+        if _is_traced((key, hp)):  # inside the caller's jit/vmap: trace the same program
+            return self._inline(key, hp)
+        keys, hp = key[None], batched(hp, 1)
+        return _first(self.engine(keys, hp))
+
+    def _one_agent(self, key: PRNGKeyArray, hp: PPOConfig):
+        return _first(self.engine.program("train", 1)(key[None], batched(hp, 1)))
+
+    # ---- chunked training (checkpoints): the same scan body, K updates per program call ----
+    def init(self, key: PRNGKeyArray, config: PPOConfig | None = None) -> RunnerState:
+        """The initial state ``train(key)`` starts from (network, optimiser, envs, key)."""
+        return _first(self.engine.init(key[None], batched(self._hyperparameters(config), 1)))
+
+    def run(
+        self, state: RunnerState, num_updates: int, config: PPOConfig | None = None
+    ) -> tuple[RunnerState, Metrics]:
+        """Continue training ``state`` for ``num_updates`` updates (one compiled scan).
+
+        ``train(key)`` equals ``init(key)`` followed by chunks of ``run`` that add up to
+        ``cfg.num_updates``, bit for bit (one program body; tested); each chunk size compiles
+        once.
+        """
+        hp = batched(self._hyperparameters(config), 1)
+        state = jax.tree.map(lambda x: x[None], state)
+        return _first(self.engine.run(state, hp, num_updates))
+
+    def compile(self, key: PRNGKeyArray, config: PPOConfig | None = None):
+        """Compile ahead of time; returns ``compiled(key, config=None)``, which never traces.
+
+        Lets callers time compilation and running separately (the CLI and benchmarks do).
+        """
+        hp = batched(self._hyperparameters(config), 1)
+        compiled = self.engine.compiled("train", 1, key[None], hp)
+
+        def run(key: PRNGKeyArray, config: PPOConfig | None = None):
+            return _first(compiled(key[None], batched(self._hyperparameters(config), 1)))
+
+        return run
+
+    def _hyperparameters(self, config: PPOConfig | None) -> PPOConfig:
+        config = self.cfg if config is None else config
+        if config.static_fields() != self.cfg.static_fields():
+            diff = {
+                k: v for k, v in config.static_fields().items() if self.cfg.static_fields()[k] != v
+            }
+            raise ValueError(
+                f"train(key, config): static fields {sorted(diff)} differ from the config given "
+                "to make_train; they fix shapes, so call make_train with that config instead."
+            )
+        return config.traced()
+
+
+def make_train(cfg: PPOConfig, progress: ProgressFn | None = None) -> Train:
+    """Build the one-program trainer for ``cfg`` (see `Train`).
+
+    ``progress(Progress)``, if given, is called on the host after every update from inside
+    the compiled program (a `jax.debug.callback`), as for `sweep`.
+    """
+    if not isinstance(cfg, PPOConfig):
+        raise TypeError(f"make_train expects a PPOConfig, got {type(cfg).__name__}.")
+    return Train(cfg, progress)
+
+
+def _is_traced(tree: Any) -> bool:
+    return any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(tree))
+
+
+def _first(tree: Any) -> Any:
+    """Take the (single) agent off the leading axis."""
+    return jax.tree.map(lambda x: x[0], tree)
