@@ -44,8 +44,9 @@ def test_reference_design_python_loop_medium(benchmark):
     """The same pieces as three jitted calls per update, driven from Python (seed's design)."""
     code = f"""
     import json, time, jax, jax.numpy as jnp
-    from purejaxppo import PPOConfig, _ppo
-    from purejaxppo._envs import make_env
+    from purejaxppo import PPOConfig
+from purejaxppo import _ppo
+    from purejaxppo.envs import make_env
     cfg = {MEDIUM}
     hp, env = cfg.traced(), make_env(cfg)
 
@@ -99,8 +100,9 @@ def test_rollout_buffer_bytes(benchmark):
     """Bytes of one agent's stored rollout (uint8 observations) vs float32 images."""
     code = f"""
     import json, jax, numpy as np
-    from purejaxppo import PPOConfig, _ppo
-    from purejaxppo._envs import make_env
+    from purejaxppo import PPOConfig
+from purejaxppo import _ppo
+    from purejaxppo.envs import make_env
     cfg = {MEDIUM}
     hp, env = cfg.traced(), make_env(cfg)
     state = jax.eval_shape(lambda k: _ppo.init_state(hp, env, k), jax.random.PRNGKey(0))

@@ -19,13 +19,13 @@ pytestmark = pytest.mark.timeout(3600)
 
 CODE = """
 import json, time, io, contextlib, statistics, jax
-from purejaxppo import PPOConfig, Engine
-from purejaxppo._cli import _ProgressBar
-from purejaxppo._engine import agent_inputs
+from purejaxppo import PPOConfig
+from purejaxppo._engine import Engine, agent_inputs
+from purejaxppo._cli import ProgressBar
 cfg = PPOConfig(**{cfg})
 keys, hp, _ = agent_inputs(cfg, {{}}, list(range({agents})))
 calls = []
-bar = _ProgressBar(cfg, {agents})
+bar = ProgressBar(cfg, {agents})
 def progress(p):
     calls.append(1)
     bar(p)

@@ -23,8 +23,8 @@ CARTPOLE = dict(
 def test_cartpole_purejaxrl_config(benchmark, seeds):
     code = f"""
     import json, time, warnings, resource, jax, numpy as np
-    from purejaxppo import PPOConfig, Engine
-    from purejaxppo._engine import agent_inputs
+    from purejaxppo import PPOConfig
+    from purejaxppo._engine import Engine, agent_inputs
     warnings.simplefilter("ignore")
     cfg = PPOConfig.from_purejaxrl({CARTPOLE!r})
     agents = Engine(cfg)

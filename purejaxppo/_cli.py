@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal, Union
 
 import tyro
 
-from ._config import TRACED_FIELDS, PPOConfig, static_field_names
+from ._config import TRACED_FIELDS, PPOConfig
 
 # -------------------------------------------------------------------- flags from PPOConfig ---
 _CLI_TYPES: dict[str, Any] = {
@@ -148,7 +148,8 @@ class EvalCmd:
     seed: int = 12_345
     """Evaluation PRNG seed (independent of training)."""
     gif: str | None = None
-    """Write a GIF of the chosen (default: best) agent to this path."""
+    """Write a GIF of the chosen (default: best) agent to this path (relative paths are
+    inside the run directory)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -265,7 +266,7 @@ def _train(cmd) -> int:
         num_agents = cmd.seeds * _settings(search, getattr(cmd, "num_samples", None), axes)
     mesh = _mesh(cmd.devices)
     main_process = jax.process_index() == 0
-    bar = _ProgressBar(cfg, num_agents) if cmd.progress and main_process else None
+    bar = ProgressBar(cfg, num_agents) if cmd.progress and main_process else None
     _say(
         f"purejaxppo {name}: {cfg.env} maze={_maze_name(cfg)} | {num_agents} agent(s) × "
         f"{cfg.total_timesteps:,} steps = {cfg.num_updates} updates × {cfg.num_envs} envs × "
@@ -360,7 +361,7 @@ def _print_summary(cfg, result, rows, timings, run_dir) -> None:
     print(f"run directory: {run_dir}")
 
 
-class _ProgressBar:
+class ProgressBar:
     """tqdm bar fed by the one-per-update `Progress` callback of the whole population."""
 
     def __init__(self, cfg: PPOConfig, num_agents: int):
@@ -430,53 +431,51 @@ class _StopOnSignal:
 
 # ---------------------------------------------------------------------------------- eval ---
 def _eval(cmd: EvalCmd) -> int:
-    import itertools
-
     import jax
     import numpy as np
 
+    from ._axes import coords_of, flat_index, split_program, static_setting
     from ._evaluate import evaluate, policy_of
     from ._figures import write_gif
     from ._rundir import load_params, read_run
 
     meta = read_run(cmd.run_dir)
     cfg, axes = meta["config"], meta["axes"]
-    static = [k for k in axes if k in static_field_names()]
-    params = load_params(cmd.run_dir)
-    coords = list(itertools.product(*axes.values()))
-    n = len(coords)
-    if cmd.agent is not None and not 0 <= cmd.agent < n:
-        raise ValueError(f"--agent {cmd.agent}: this run has agents 0..{n - 1}.")
+    n = math.prod(len(v) for v in axes.values())
+    if cmd.agent is not None:
+        flat_index(axes, cmd.agent)  # refuses an index outside the run
     if cmd.episodes < 1:
         raise ValueError(f"--episodes {cmd.episodes}: need at least one.")
+    params = load_params(cmd.run_dir)
     key = jax.random.PRNGKey(cmd.seed)
-    results = []
     per_program = n // len(params)
-    for p_index, p in enumerate(params):
-        c = cfg.replace(**dict(zip(static, coords[p_index * per_program][: len(static)],
-                                   strict=True)))  # fmt: skip
-        ev = evaluate(c, p, key, cmd.episodes, greedy=not cmd.sampled)
+    results = []  # flat agent order: row-major over the axes, static axes first
+    for p in params:
+        index = flat_index(axes, len(results))
+        ev = evaluate(cfg.replace(**static_setting(axes, index)), p, key, cmd.episodes,
+                      greedy=not cmd.sampled)  # fmt: skip
         flat = jax.tree.map(lambda x: np.asarray(x).reshape(-1, cmd.episodes), ev)
         results += [jax.tree.map(lambda x, i=i: x[i], flat) for i in range(per_program)]
     chosen = range(n) if cmd.agent is None else [cmd.agent]
-    names = list(axes)
     print(f"evaluation: {cmd.episodes} fresh {'sampled' if cmd.sampled else 'greedy'} episodes")
-    print(" | ".join(["agent", *names, "return", "success", "length"]))
+    print(" | ".join(["agent", *axes, "return", "success", "length"]))
     for i in chosen:
         r = results[i]
-        print(" | ".join([str(i), *[str(c) for c in coords[i]],
+        coords = coords_of(axes, flat_index(axes, i)).values()
+        print(" | ".join([str(i), *[str(c) for c in coords],
                           f"{r.episode_return.mean():.3f}", f"{r.success.mean():.3f}",
                           f"{r.episode_length.mean():.1f}"]))  # fmt: skip
     if cmd.gif:
         i = cmd.agent
         if i is None:
             i = int(np.argmax([r.episode_return.mean() for r in results]))
-        program, local = divmod(i, per_program)
-        local_index = np.unravel_index(local, [len(v) for k, v in axes.items() if k not in static])
-        c = cfg.replace(**dict(zip(static, coords[i][: len(static)], strict=True)))
-        frames = write_gif(Path(cmd.gif), c, policy_of(params[program], local_index),
+        index = flat_index(axes, i)
+        program, local = split_program(axes, index)
+        path = Path(cmd.run_dir) / cmd.gif  # a relative name lands in the run directory
+        frames = write_gif(path, cfg.replace(**static_setting(axes, index)),
+                           policy_of(params[program], local),
                            jax.random.PRNGKey(cmd.seed + 1))  # fmt: skip
-        print(f"wrote {cmd.gif}: agent {i}, {frames} frames")
+        print(f"wrote {path}: agent {i}, {frames} frames")
     return 0
 
 

@@ -291,6 +291,8 @@ def _validate(c: PPOConfig) -> None:
             (c.conv_channels, c.mlp_widths),
             "widths must be > 0.",
         )
+    from ._networks import ACTIVATIONS, NETWORKS
+
     if c.network not in NETWORKS:
         _fail("network", c.network, f"use one of {list(NETWORKS)}.")
     if c.activation not in ACTIVATIONS:
@@ -337,39 +339,6 @@ def _validate(c: PPOConfig) -> None:
     if c.max_grad_norm is not None:
         check("max_grad_norm", lambda v: v > 0, "use a positive norm, or None to disable.")
 
-    if c.env == "Maze-v0":
-        from ._mazes import resolve_maze
+    from .envs import check_env  # the env subpackage owns its names and options
 
-        resolve_maze(c.maze_spec, c.maze_size)  # raises ValueError for bad layouts
-        return
-    if c.maze is not None:
-        _fail("maze", c.maze, f"maze options apply to Maze-v0 only, not env={c.env!r}; drop it.")
-    if c.env in GYMNAX_ENVS:
-        return
-    _check_env_name(c.env)
-
-
-NETWORKS = ("shared", "separate", "per_cell")
-ACTIVATIONS = ("relu", "tanh")
-#: gymnax environments with an adapter (gymnax 1.0 API; ``pip install purejaxppo[gymnax]``).
-GYMNAX_ENVS = ("CartPole-v1", "Acrobot-v1", "Breakout-MinAtar")
-#: Jumanji environments beyond Maze with their own observation encoder, trained in the tests.
-#: Other registered Jumanji envs with (multi-)discrete actions run through the flattening
-#: fallback encoder.
-JUMANJI_ENVS = (
-    "Snake-v1", "Game2048-v1", "PacMan-v1", "SlidingTilePuzzle-v0", "Minesweeper-v0", "Tetris-v0",
-)  # fmt: skip
-SUPPORTED_ENVS = ("Maze-v0", *JUMANJI_ENVS, *GYMNAX_ENVS)
-
-
-def _check_env_name(name) -> None:
-    import difflib
-
-    import jumanji
-
-    registered = sorted([*jumanji.registered_environments(), *GYMNAX_ENVS])
-    if name in registered:  # a Jumanji env: its action spec is checked when it is built
-        return
-    close = difflib.get_close_matches(str(name), registered, n=3, cutoff=0.5)
-    hint = f" Did you mean {close}?" if close else f" Jumanji environments: {registered}."
-    _fail("env", name, f"no such environment.{hint} Supported: {list(SUPPORTED_ENVS)}.")
+    check_env(c)

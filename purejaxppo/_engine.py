@@ -41,10 +41,10 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
 from ._config import TRACED_FIELDS, PPOConfig
-from ._envs import make_env
 from ._networks import network_shapes
 from ._ppo import Metrics, RunnerState, init_state, update_step
 from ._xla_cpu import compiler_options, unrolled_threefry
+from .envs import make_env
 
 AXIS = "agents"
 
@@ -272,6 +272,39 @@ class Engine:
         (state, _), metrics = jax.lax.scan(body, (state, healthy0), None, length=num_updates)
         # (update, agent) -> (agent, update): the agent axis leads everywhere.
         return state, jax.tree.map(lambda x: jnp.moveaxis(x, 0, 1), metrics)
+
+
+_ENGINES: dict = {}
+
+
+def engine_for(
+    cfg: PPOConfig,
+    mesh: Mesh | None | bool = None,
+    progress: ProgressFn | None = None,
+    progress_every: int = 1,
+) -> Engine:
+    """The shared `Engine` for ``cfg``'s static fields and this placement.
+
+    Configs that differ only in traced hyperparameters run the same programs, so
+    `make_train` and `sweep` reuse one engine (and its compiled programs) for them; a new
+    ``progress`` function means a new program. Up to 8 engines are kept.
+    """
+    if mesh is None and jax.device_count() == 1:
+        mesh = False  # what `Engine` makes of it: share the engine with explicit False
+    mesh_key = mesh if isinstance(mesh, bool) or mesh is None else id(mesh)
+    key = (
+        tuple(cfg.static_fields().items()),
+        cfg.max_grad_norm is None,
+        mesh_key,
+        jax.device_count() if mesh is None else 0,
+        progress,
+        progress_every,
+    )
+    if key not in _ENGINES:
+        if len(_ENGINES) >= 8:
+            _ENGINES.pop(next(iter(_ENGINES)))
+        _ENGINES[key] = Engine(cfg, mesh=mesh, progress=progress, progress_every=progress_every)
+    return _ENGINES[key]
 
 
 def _finite(m: Metrics) -> Bool[Array, " A"]:

@@ -22,14 +22,14 @@ import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
 from ._config import PPOConfig
-from ._envs import Env, make_env
 from ._networks import (
-    ActorCritic,
+    AbstractActorCritic,
     greedy_action,
     masked_log_probs,
     network_shapes,
     sample_action,
 )
+from .envs import Env, make_env
 
 
 class EvalResult(NamedTuple):
@@ -49,7 +49,7 @@ class Policy(eqx.Module):
     ``key`` the action is greedy (the most probable legal action); with one it is sampled.
     """
 
-    network: ActorCritic
+    network: AbstractActorCritic
 
     def __call__(
         self, obs: Array, mask: Bool[Array, "*B A"], key: PRNGKeyArray | None = None
@@ -66,14 +66,14 @@ class Policy(eqx.Module):
         return action.reshape(*batch, *action.shape[1:])
 
 
-def policy_of(params: ActorCritic, index: int | tuple[int, ...] = ()) -> Policy:
+def policy_of(params: AbstractActorCritic, index: int | tuple[int, ...] = ()) -> Policy:
     """The `Policy` of the agent at ``index`` of batched ``params`` (``()``: unbatched)."""
     return Policy(jax.tree.map(lambda x: jnp.asarray(x)[index], params))
 
 
 def evaluate(
     cfg: PPOConfig,
-    params: ActorCritic,
+    params: AbstractActorCritic,
     key: PRNGKeyArray,
     num_episodes: int = 100,
     *,

@@ -65,14 +65,6 @@ def plot_curves(path: Path, curves: dict[str, np.ndarray], env_steps: np.ndarray
     plt.close(fig)
 
 
-def can_render(cfg: PPOConfig) -> bool:
-    """Whether `write_gif` can draw this config's env: Jumanji envs, without ``time_input``
-    or ``maze_visited`` (it steps Jumanji's env itself, which keeps neither)."""
-    from ._config import GYMNAX_ENVS
-
-    return cfg.env not in GYMNAX_ENVS and not cfg.time_input and not cfg.maze_visited
-
-
 def write_gif(
     path: Path,
     cfg: PPOConfig,
@@ -90,8 +82,7 @@ def write_gif(
     import matplotlib
 
     matplotlib.use("Agg")
-    from ._envs import JumanjiMaze, make_env
-    from ._jumanji import JumanjiEnv
+    from .envs import JumanjiEnv, JumanjiMaze, can_render, make_env
 
     if not can_render(cfg):
         raise ValueError(

@@ -1,11 +1,13 @@
-"""The actor-critic network and the masked categorical policy.
+"""The actor-critic networks and the masked categorical policy.
 
-Every layer takes *one* example; callers batch with `jax.vmap` (over envs, minibatch rows and,
-in sweeps, agents).
+Every network implements `AbstractActorCritic`: one observation in, ``(logits, value)`` out.
+Every layer takes *one* example; callers batch with `jax.vmap` (over envs, minibatch rows
+and, in sweeps, agents). `NETWORKS` maps `PPOConfig.network` names to the classes.
 """
 
 from __future__ import annotations
 
+import abc
 import functools
 import math
 
@@ -80,7 +82,22 @@ def _toeplitz_index(c: int, h: int, w: int, kh: int, kw: int) -> np.ndarray:
     return idx.reshape(c * h * w, h2 * w2)
 
 
-class ActorCritic(eqx.Module):
+class AbstractActorCritic(eqx.Module):
+    """What the trainer, `evaluate` and `Policy` need of a network.
+
+    ``net(obs) -> (logits, value)`` for *one* encoded observation: ``sum(action_dims)``
+    logits (one categorical, or factorised categoricals concatenated; see the policy
+    functions below) and a scalar value, so the value loss never broadcasts (seed defect 2).
+    """
+
+    action_dims: eqx.AbstractVar[tuple[int, ...]]
+
+    @abc.abstractmethod
+    def __call__(self, obs: Array) -> tuple[Float[Array, " A"], Float[Array, ""]]:
+        raise NotImplementedError
+
+
+class SharedActorCritic(AbstractActorCritic):
     """Shared torso (convs for grids, then an MLP), a scalar value head and a policy head.
 
     The default for Maze is the seed's network: Conv(3→1, 3×3) → ReLU → flatten(64) →
@@ -149,10 +166,11 @@ class ActorCritic(eqx.Module):
         return self.policy_head(x), self.value_head(x)
 
 
+#: `PPOConfig.activation` names → functions (the one list of choices).
 ACTIVATIONS = {"relu": jax.nn.relu, "tanh": jnp.tanh}
 
 
-class PerCellActorCritic(eqx.Module):
+class PerCellActorCritic(AbstractActorCritic):
     """A fully convolutional policy: one logit per grid cell, for "click a cell" actions.
 
     For envs whose action is a cell of the observed grid (Minesweeper: the joint (row, col)
@@ -160,7 +178,7 @@ class PerCellActorCritic(eqx.Module):
     layer keeps the H×W geometry; a 1×1 convolution then gives each cell its logit, and the
     H·W logits are read row-major, the joint action's order. The same weights score every
     cell, so a rule such as "a cell next to a revealed 0 is safe" is learned once for the
-    whole board. ``ActorCritic`` maps a flattened board to the logits through dense layers and
+    whole board. ``SharedActorCritic`` maps a flattened board to the logits through dense layers and
     would have to learn it once per cell: on Minesweeper (γ = 0.5, 1M steps) the MLP beat a
     random policy by 2.8 revealed cells, this network by 53.6 (README). The value is an MLP
     (``mlp_widths``) on the flattened features.
@@ -270,11 +288,11 @@ def _orthogonal_linear(d_in: int, d_out, scale: float, key: PRNGKeyArray) -> eqx
     return eqx.tree_at(lambda m: (m.weight, m.bias), lin, (w, jnp.zeros_like(lin.bias)))
 
 
-class SeparateActorCritic(eqx.Module):
+class SeparateActorCritic(AbstractActorCritic):
     """PureJaxRL's network: separate actor and critic MLPs on the flattened observation.
 
-    Hidden layers: orthogonal init at sqrt(2), zero bias; policy output at 0.01; value output
-    at 1.0. ``activation`` is tanh or ReLU.
+    Hidden layers (``mlp_widths``): orthogonal init at sqrt(2), zero bias; policy output at
+    0.01; value output at 1.0. No convolutions: ``conv_channels`` is not used.
     """
 
     actor: tuple[eqx.nn.Linear, ...]
@@ -286,11 +304,14 @@ class SeparateActorCritic(eqx.Module):
         self,
         obs_shape: tuple[int, ...],
         num_actions: int | tuple[int, ...],
-        widths: tuple[int, ...] = (64, 64),
-        activation: str = "tanh",
+        conv_channels: tuple[int, ...] = (),
+        mlp_widths: tuple[int, ...] = (64, 64),
         *,
+        activation: str = "tanh",
         key: PRNGKeyArray,
     ):
+        del conv_channels  # one signature for every network (see `make_network`)
+        widths = mlp_widths
         actor_key, critic_key = jax.random.split(key)
         self.action_dims = _action_dims(num_actions)
         num_actions = sum(self.action_dims)
@@ -321,18 +342,19 @@ class SeparateActorCritic(eqx.Module):
         return run(self.actor), run(self.critic)
 
 
+#: `PPOConfig.network` names → network classes (the one list of choices).
+NETWORKS: dict[str, type[AbstractActorCritic]] = {
+    "shared": SharedActorCritic,
+    "separate": SeparateActorCritic,
+    "per_cell": PerCellActorCritic,
+}
+
+
 def make_network(
     cfg, obs_shape: tuple[int, ...], num_actions: int | tuple[int, ...], key: PRNGKeyArray
-):
+) -> AbstractActorCritic:
     """The network a config asks for (``cfg.network``); ``num_actions`` may be factor sizes."""
-    if cfg.network == "separate":
-        return SeparateActorCritic(obs_shape, num_actions, cfg.mlp_widths, cfg.activation, key=key)
-    if cfg.network == "per_cell":
-        return PerCellActorCritic(
-            obs_shape, num_actions, cfg.conv_channels, cfg.mlp_widths, activation=cfg.activation,
-            key=key,
-        )  # fmt: skip
-    return ActorCritic(
+    return NETWORKS[cfg.network](
         obs_shape, num_actions, cfg.conv_channels, cfg.mlp_widths, activation=cfg.activation,
         key=key,
     )  # fmt: skip

@@ -26,15 +26,15 @@ from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
 from ._config import PPOConfig
-from ._envs import Env
 from ._networks import (
-    ActorCritic,
+    AbstractActorCritic,
     entropy,
     make_network,
     masked_log_probs,
     sample_action,
     take,
 )
+from .envs import Env
 
 
 class Transition(NamedTuple):
@@ -56,7 +56,7 @@ class Transition(NamedTuple):
 class RunnerState(eqx.Module):
     """Everything the outer scan carries from one update to the next."""
 
-    params: ActorCritic
+    params: AbstractActorCritic
     opt_state: optax.OptState  # Adam state of the *flattened* params (see `learn`)
     env_state: Any  # the env's own state, batched over num_envs
     obs: Array  # (num_envs, *obs_shape), compact dtype
@@ -221,7 +221,7 @@ def gae(
 
 
 # ------------------------------------------------------------------------------ the loss ---
-def ppo_loss(net: ActorCritic, cfg: PPOConfig, mb: Transition, adv, target):
+def ppo_loss(net: AbstractActorCritic, cfg: PPOConfig, mb: Transition, adv, target):
     logits, value = jax.vmap(net)(mb.obs)  # value: (M,) — a scalar head, so no (M, M) broadcast
     dims = net.action_dims
     log_probs = masked_log_probs(logits, mb.mask, dims)  # the same masking as in `collect`

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import csv
 import io
-import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -25,13 +24,15 @@ import equinox as eqx
 import jax
 import numpy as np
 
+from ._axes import index_of, split_program, static_setting
 from ._checkpoint import atomic_write, config_from_json, config_to_json
 from ._config import PPOConfig, static_field_names
 from ._evaluate import Policy, evaluate, policy_of
-from ._figures import can_render, plot_curves, write_gif
-from ._networks import ActorCritic, network_shapes
+from ._figures import plot_curves, write_gif
+from ._networks import AbstractActorCritic, network_shapes
 from ._ppo import Metrics
 from ._sweep import SweepResult
+from .envs import can_render
 
 FILES = ("config.json", "metrics.npz", "metrics.csv", "params.eqx", "curves.png", "summary.md")
 
@@ -85,7 +86,8 @@ def write_run(
     if gif and can_render(cfg):
         best = _best_agent(result)
         if best is not None:
-            write_gif(run_dir / "agent.gif", cfg_of(result, best), _policy_at(result, best),
+            agent = result.agent_at(best)
+            write_gif(run_dir / "agent.gif", agent.config, Policy(agent.state.params),
                       jax.random.PRNGKey(eval_seed + 1))  # fmt: skip
     return rows
 
@@ -101,17 +103,17 @@ def read_run(run_dir: str | Path) -> dict:
     return meta
 
 
-def load_params(run_dir: str | Path) -> list[ActorCritic]:
-    """Trained parameters: one stacked `ActorCritic` per program (static setting), each with
+def load_params(run_dir: str | Path) -> list[AbstractActorCritic]:
+    """Trained parameters: one stacked network per program (static setting), each with
     leading axes ``(*hyperparameter axes, seed)``."""
     meta = read_run(run_dir)
     cfg, axes = meta["config"], meta["axes"]
-    static = {k: v for k, v in axes.items() if k in static_field_names()}
-    hyper = [len(v) for k, v in axes.items() if k not in static]
-    combos = list(itertools.product(*static.values())) or [()]
+    static = [len(v) for k, v in axes.items() if k in static_field_names()]
+    hyper = [len(v) for k, v in axes.items() if k not in static_field_names()]
+    combos = list(np.ndindex(*static))  # one program per static setting ([()]: one)
     out = []
     for i, combo in enumerate(combos):
-        c = cfg.replace(**{k: _static_value(v) for k, v in zip(static, combo, strict=True)})
+        c = cfg.replace(**static_setting(axes, (*combo, *[0] * len(hyper))))
         like = _params_like(c, hyper)
         path = Path(run_dir) / _params_name(i, len(combos))
         out.append(eqx.tree_deserialise_leaves(path, like))
@@ -121,16 +123,9 @@ def load_params(run_dir: str | Path) -> list[ActorCritic]:
 def load_policy(run_dir: str | Path, **coords: Any) -> Policy:
     """One agent of a run as ``policy(obs, mask, key=None) -> action``, picked by its swept
     coordinates (``seed=2``, ``lr=3e-4``; axes of length one may be omitted)."""
-    meta = read_run(run_dir)
-    axes = meta["axes"]
-    index = _index(axes, coords)
-    static = [k for k in axes if k in static_field_names()]
-    n_static = len(static)
-    params = load_params(run_dir)
-    program = 0
-    if n_static:
-        program = int(np.ravel_multi_index(index[:n_static], [len(axes[k]) for k in static]))
-    return policy_of(params[program], index[n_static:])
+    axes = read_run(run_dir)["axes"]
+    program, local = split_program(axes, index_of(axes, coords))
+    return policy_of(load_params(run_dir)[program], local)
 
 
 # ------------------------------------------------------------------------------ internals ---
@@ -255,16 +250,6 @@ def _best_agent(result: SweepResult) -> tuple[int, ...] | None:
     return tuple(int(i) for i in np.unravel_index(np.argmax(scores), scores.shape))
 
 
-def cfg_of(result: SweepResult, index: tuple[int, ...]) -> PPOConfig:
-    coords = {k: v[i] for (k, v), i in zip(result.axes.items(), index, strict=True)}
-    return result.agent(**coords).config
-
-
-def _policy_at(result: SweepResult, index: tuple[int, ...]) -> Policy:
-    coords = {k: v[i] for (k, v), i in zip(result.axes.items(), index, strict=True)}
-    return Policy(result.agent(**coords).state.params)
-
-
 def _params_by_program(result: SweepResult) -> list:
     states = result.state if isinstance(result.state, list) else [result.state]
     if isinstance(result.state, list):
@@ -280,7 +265,7 @@ def _params_by_program(result: SweepResult) -> list:
 
 
 def _params_like(cfg: PPOConfig, batch: list[int]):
-    from ._envs import make_env
+    from .envs import make_env
 
     env = make_env(cfg)
     one = network_shapes(cfg, env.obs_shape, env.action_dims)
@@ -289,35 +274,6 @@ def _params_like(cfg: PPOConfig, batch: list[int]):
 
 def _params_name(i: int, n: int) -> str:
     return "params.eqx" if n == 1 else f"params-{i}.eqx"
-
-
-def _index(axes: dict, coords: dict) -> tuple[int, ...]:
-    unknown = set(coords) - set(axes)
-    if unknown:
-        raise ValueError(f"unknown axes {sorted(unknown)}; this run's axes are {list(axes)}.")
-    index = []
-    for name, coord in axes.items():
-        if name not in coords:
-            if len(coord) != 1:
-                raise ValueError(f"give {name}=one of {coord}.")
-            index.append(0)
-            continue
-        hits = [i for i, c in enumerate(coord) if np.isclose(_num(c), _num(coords[name]))]
-        if not hits:
-            raise ValueError(f"{name}={coords[name]!r} is not one of {coord}.")
-        index.append(hits[0])
-    return tuple(index)
-
-
-def _static_value(v):
-    return tuple(v) if isinstance(v, list) else v
-
-
-def _num(x):
-    try:
-        return float(x)
-    except (TypeError, ValueError):
-        return np.nan
 
 
 def _json(x):

@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
-import math
 import numbers
 import time
 from collections.abc import Callable, Sequence
@@ -31,6 +30,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh
 
+from ._axes import index_of, split_program, static_setting
 from ._checkpoint import (
     CheckpointError,
     atomic_write,
@@ -41,7 +41,7 @@ from ._checkpoint import (
     write_checkpoint,
 )
 from ._config import TRACED_FIELDS, PPOConfig, static_field_names
-from ._engine import Engine, ProgressFn, agent_inputs
+from ._engine import Engine, ProgressFn, agent_inputs, engine_for
 from ._ppo import Metrics, RunnerState
 from ._stats import bootstrap_ci, iqm
 
@@ -129,9 +129,8 @@ class SweepResult:
         if not isinstance(self.state, list):
             return jax.tree.map(lambda x: x[index], self.state)
         # Static settings with different shapes: one stacked state per static combination.
-        n = len(self.state_static_shape)
-        which = int(np.ravel_multi_index(index[:n], self.state_static_shape))
-        return jax.tree.map(lambda x: x[index[n:]], self.state[which])
+        program, local = split_program(self.axes, index)
+        return jax.tree.map(lambda x: x[local], self.state[program])
 
     @property
     def state_static_shape(self) -> tuple[int, ...]:
@@ -142,28 +141,14 @@ class SweepResult:
 
         Axes of length one may be omitted. For random search, give ``sample=i``.
         """
-        unknown = set(coords) - set(self.axes)
-        if unknown:
-            raise ValueError(f"unknown sweep axes {sorted(unknown)}; axes are {list(self.axes)}.")
-        index = []
-        for name, coord in self.axes.items():
-            if name not in coords:
-                if len(coord) != 1:
-                    raise ValueError(f"agent(): give {name}=one of {list(coord)}.")
-                index.append(0)
-                continue
-            matches = [i for i, c in enumerate(coord) if _same(c, coords[name])]
-            if not matches:
-                raise ValueError(f"agent(): {name}={coords[name]!r} is not one of {list(coord)}.")
-            index.append(matches[0])
-        index = tuple(index)
+        return self.agent_at(index_of(self.axes, coords))
+
+    def agent_at(self, index: tuple[int, ...]) -> Agent:
+        """The agent at an index into the swept axes (``metrics`` leaves' leading axes)."""
         changes = {k: _py(v[index[:-1]]) for k, v in self.values.items()}
-        for (name, coord), i in zip(self.axes.items(), index, strict=True):
-            if name in static_field_names():
-                changes[name] = coord[i]
-        config = self.config.replace(**changes)
+        changes.update(static_setting(self.axes, index))
         return Agent(
-            config=config,
+            config=self.config.replace(**changes),
             seed=int(self.axes["seed"][index[-1]]),
             state=self._state_at(index),
             metrics=jax.tree.map(lambda x: x[index], self.metrics),
@@ -351,7 +336,7 @@ def _check_chunking(run_dir, checkpoint_every, resume, static_axes) -> bool:
 def _run(base: PPOConfig, values: dict, seeds: list[int], **run):
     """One program over (settings × seeds); returns arrays shaped (*settings, S, ...)."""
     keys, hparams, shape = agent_inputs(base, values, seeds)
-    agents = _cached_agents(base, **run)
+    agents = engine_for(base, **run)
     state, metrics = agents(keys, hparams)
     return _unflatten(agents.strip(metrics, len(keys)), shape), _unflatten(
         agents.strip(state, len(keys)), shape
@@ -390,7 +375,7 @@ def _run_chunked(base, values, seeds, spec, run_dir: Path, every, resume, should
     """`_run` in chunks of ``every`` updates with a checkpoint of every agent after each."""
     keys, hparams, shape = agent_inputs(base, values, seeds)
     n = len(keys)
-    agents = _cached_agents(base, **run)
+    agents = engine_for(base, **run)
     identity = {"sweep": spec}
     state_shape, metrics_shape = agents.shapes(keys, hparams)
     updates = base.num_updates
@@ -440,28 +425,6 @@ def _set_updates(m: np.ndarray, c: np.ndarray, start: int) -> np.ndarray:
 
 def _unflatten(tree, shape):
     return jax.tree.map(lambda x: np.asarray(x).reshape(*shape, *x.shape[1:]), tree)
-
-
-_AGENTS: dict = {}
-
-
-def _cached_agents(cfg: PPOConfig, mesh=None, progress=None, progress_every=1) -> Engine:
-    """One `Engine` per static configuration and placement, so same-shape sweeps reuse the
-    compiled program (a new ``progress`` function means a new program)."""
-    mesh_key = mesh if isinstance(mesh, bool) or mesh is None else id(mesh)
-    key = (
-        tuple(cfg.static_fields().items()),
-        cfg.max_grad_norm is None,
-        mesh_key,
-        jax.device_count() if mesh is None else 0,
-        progress,
-        progress_every,
-    )
-    if key not in _AGENTS:
-        if len(_AGENTS) >= 8:
-            _AGENTS.pop(next(iter(_AGENTS)))
-        _AGENTS[key] = Engine(cfg, mesh=mesh, progress=progress, progress_every=progress_every)
-    return _AGENTS[key]
 
 
 def _diverged(state: RunnerState, metrics: Metrics, ndim: int, max_grad_norm: float):
@@ -544,12 +507,6 @@ def _check_axes(cfg: PPOConfig, axes: dict, search: str) -> None:
                 )
             for v in vals:
                 cfg.replace(**{name: v})
-
-
-def _same(a, b) -> bool:
-    if isinstance(a, numbers.Real) and isinstance(b, numbers.Real):
-        return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=0.0)
-    return a == b
 
 
 def _py(v):

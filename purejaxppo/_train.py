@@ -21,7 +21,7 @@ import jax
 from jaxtyping import PRNGKeyArray
 
 from ._config import PPOConfig
-from ._engine import Engine, ProgressFn, batched
+from ._engine import ProgressFn, batched, engine_for
 from ._ppo import Metrics, RunnerState
 
 
@@ -36,13 +36,16 @@ class Train:
 
     def __init__(self, cfg: PPOConfig, progress: ProgressFn | None = None):
         self.cfg = cfg
-        # One device, no sharding: a user's own `vmap` or `sweep` decides placement.
-        self.engine = Engine(cfg, mesh=False, progress=progress)
+        # One device, no sharding: a user's own `vmap` or `sweep` decides placement. The
+        # engine is shared with every trainer of the same static config (no recompiles).
+        self.engine = engine_for(cfg, mesh=False, progress=progress)
+        self.env = self.engine.env  # the environment the agent trains on
         self._inline = eqx.filter_jit(self._one_agent)
 
     @property
     def num_traces(self) -> int:
-        """Times the training scan was traced (i.e. compiled or inlined): tests check it."""
+        """Times the engine's training scan was traced (compiled or inlined) so far, by any
+        trainer of this static config: tests check it."""
         return self.engine.num_traces
 
     def __call__(

@@ -1,10 +1,40 @@
 import jax
 import pytest
 
+from purejaxppo import PPOConfig
+
+# The suite's shared small config (3 updates of the medium maze, enough for parameters to
+# move apart). Tests that use it share one engine, so its programs compile once per session.
+SMALL = PPOConfig(
+    maze="medium", num_envs=4, num_steps=32, minibatch_size=64, update_epochs=2, total_timesteps=384
+)
+
 
 @pytest.fixture
 def key():
     return jax.random.PRNGKey(0)
+
+
+# Equality rules (the suite must pass on any x86-64 CPU, AMD or Intel):
+# * bitwise (`tree_equal`) only for one program with one batch shape: the same program run
+#   twice, chunks of one program against the whole, a resumed run against the uninterrupted;
+# * across batch shapes (an agent vmapped with others against the same agent alone, agents
+#   split over devices), float32 sums may run in another order, so results agree to rounding:
+#   one forward pass to a few ulps (`ULP_ATOL`), a few training updates to `ACROSS_SHAPES`.
+ULP_ATOL = 1e-6  # ~8 ulps at |x| ~ 1 (one forward pass: 1 ulp was seen on an Intel Xeon)
+ACROSS_SHAPES = dict(rtol=1e-4, atol=1e-5)  # after a few updates: ~1e-6 was seen
+
+
+def tree_close(a, b, rtol: float, atol: float) -> bool:
+    """Every leaf equal to ``rtol``/``atol`` (NaNs equal), and the same tree structure."""
+    import numpy as np
+
+    la, ta = jax.tree.flatten(a)
+    lb, tb = jax.tree.flatten(b)
+    return ta == tb and all(
+        np.allclose(np.asarray(x), np.asarray(y), rtol=rtol, atol=atol, equal_nan=True)
+        for x, y in zip(la, lb, strict=True)
+    )
 
 
 def tree_equal(a, b) -> bool:

@@ -6,8 +6,6 @@ import numpy as np
 import pytest
 
 from purejaxppo import PPOConfig, make_train
-from purejaxppo._config import JUMANJI_ENVS
-from purejaxppo._jumanji import JumanjiEnv, action_layout, flatten_observation, make_jumanji
 from purejaxppo._networks import (
     PerCellActorCritic,
     entropy,
@@ -16,6 +14,8 @@ from purejaxppo._networks import (
     sample_action,
     take,
 )
+from purejaxppo.envs import JUMANJI_ENVS
+from purejaxppo.envs._jumanji import JumanjiEnv, action_layout, flatten_observation, make_jumanji
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -24,7 +24,15 @@ TINY = dict(num_envs=4, num_steps=16, total_timesteps=4 * 16 * 2, minibatch_size
 
 
 # ---- every supported env trains ----
-@pytest.mark.parametrize("name", [*JUMANJI_ENVS, "LevelBasedForaging-v0"])
+# One grid env in the fast tier; the rest (and a multi-agent env) in the slow tier.
+@pytest.mark.parametrize(
+    "name",
+    [
+        "Snake-v1",
+        *[pytest.param(n, marks=pytest.mark.slow) for n in JUMANJI_ENVS if n != "Snake-v1"],
+        pytest.param("LevelBasedForaging-v0", marks=pytest.mark.slow),
+    ],
+)
 def test_short_training_is_finite_with_metrics_of_the_right_shapes(name, key):
     # Minesweeper trains its recommended per-cell network; the shared one runs on the rest.
     extra = dict(network="per_cell") if name == "Minesweeper-v0" else {}
@@ -146,6 +154,7 @@ def test_factorised_policy_is_a_product_of_masked_categoricals(key):
         np.testing.assert_array_equal(greedy[:, i], jnp.argmax(p, -1))
 
 
+@pytest.mark.slow
 def test_factorised_env_samples_only_legal_actions(key):
     cfg = PPOConfig(env="LevelBasedForaging-v0", **TINY)
     train = make_train(cfg)
@@ -198,10 +207,11 @@ def test_flatten_fallback_keeps_every_numeric_leaf_but_the_mask(key):
 # ---- truncation: LevelBasedForaging marks its time limit as a truncation ----
 def test_time_limit_cut_is_a_truncation_with_the_pre_reset_observation(key):
     env = JumanjiEnv("LevelBasedForaging-v0", time_limit=3)
-    state, obs, _ = env.reset(key)
+    state, obs, _ = jax.jit(env.reset)(key)
+    step = jax.jit(env.step)
     outs = []
     for _ in range(3):
-        state, out = env.step(state, jnp.zeros(2, jnp.int32))  # both agents stay put
+        state, out = step(state, jnp.zeros(2, jnp.int32))  # both agents stay put
         outs.append(out)
     assert [bool(o.done) for o in outs] == [False, False, True]
     assert not bool(outs[-1].terminated)  # cut by the limit: bootstrap, do not zero
@@ -214,7 +224,7 @@ def test_time_limit_cut_is_a_truncation_with_the_pre_reset_observation(key):
 def test_env_needing_a_download_fails_fast_and_clearly_offline(monkeypatch):
     import time
 
-    import purejaxppo._jumanji as pj
+    import purejaxppo.envs._jumanji as pj
 
     monkeypatch.setattr(pj, "_hub_reachable", lambda timeout=3.0: False)
     t = time.perf_counter()

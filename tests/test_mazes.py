@@ -7,9 +7,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from purejaxppo import EASY, MEDIUM, PPOConfig, parse_layout
-from purejaxppo._envs import make_env
-from purejaxppo._mazes import LayoutGenerator
+from purejaxppo import PPOConfig
+from purejaxppo.envs import EASY, MEDIUM, make_env, parse_layout
+from purejaxppo.envs._layouts import LayoutGenerator
 
 
 def test_medium_maze_draws_all_nine_combinations_uniformly():
@@ -82,7 +82,7 @@ def test_bad_layouts_raise_clear_errors(layout, match):
 
 
 def test_start_on_a_wall_is_refused():
-    from purejaxppo import MazeLayout
+    from purejaxppo.envs import MazeLayout
 
     walls = np.zeros((3, 3), bool)
     walls[1, 1] = True
@@ -98,11 +98,11 @@ def test_unknown_maze_name():
 def test_random_maze_uses_jumanjis_generator_any_size():
     cfg = PPOConfig(maze="random", maze_size=(7, 9))
     env = make_env(cfg)
-    states, obs, _ = jax.vmap(env.reset)(jax.random.split(jax.random.PRNGKey(0), 4))
+    states, obs, _ = jax.jit(jax.vmap(env.reset))(jax.random.split(jax.random.PRNGKey(0), 4))
     assert obs.shape == (4, 3, 7, 9)
     walls = np.asarray(states.inner.walls)
     assert walls.any() and not (walls == walls[0]).all()  # different random mazes
-    states, obs, _ = jax.vmap(make_env(cfg.replace(maze_pool=0)).reset)(
+    states, obs, _ = jax.jit(jax.vmap(make_env(cfg.replace(maze_pool=0)).reset))(
         jax.random.split(jax.random.PRNGKey(0), 4)
     )  # no pool: Jumanji's own state
     assert obs.shape == (4, 3, 7, 9) and not (states.walls == states.walls[0]).all()
@@ -112,7 +112,7 @@ def test_random_maze_uses_jumanjis_generator_any_size():
 def test_random_maze_resets_draw_from_the_pool_and_refresh_replaces_one_slot():
     cfg = PPOConfig(maze="random", maze_pool=8)
     env = make_env(cfg)
-    state, obs, mask = env.reset(jax.random.PRNGKey(0))
+    state, obs, mask = jax.jit(env.reset)(jax.random.PRNGKey(0))
     pool = np.asarray(state.pool.walls)
     assert pool.shape == (8, 10, 10) and len({p.tobytes() for p in pool}) == 8
 
@@ -131,17 +131,18 @@ def test_random_maze_resets_draw_from_the_pool_and_refresh_replaces_one_slot():
             seen += 1
             assert in_pool(np.asarray(state.inner.walls), pool)
     assert seen >= 2  # the time limit (100) forces resets
-    refreshed = env.refresh(state, jax.random.PRNGKey(5))
+    refreshed = jax.jit(env.refresh)(state, jax.random.PRNGKey(5))
     changed = [i for i in range(8) if not np.array_equal(refreshed.pool.walls[i], pool[i])]
     assert len(changed) == 1
 
 
 def test_maze_refresh_replaces_that_many_distinct_slots_with_new_mazes():
     env = make_env(PPOConfig(maze="random", maze_pool=8, maze_refresh=3))
-    state, _, _ = env.reset(jax.random.PRNGKey(0))
+    state, _, _ = jax.jit(env.reset)(jax.random.PRNGKey(0))
     pool = np.asarray(state.pool.walls)
+    refresh = jax.jit(env.refresh)
     for k in range(5):
-        new = np.asarray(env.refresh(state, jax.random.PRNGKey(k)).pool.walls)
+        new = np.asarray(refresh(state, jax.random.PRNGKey(k)).pool.walls)
         changed = [i for i in range(8) if not np.array_equal(new[i], pool[i])]
         assert len(changed) == 3
         # Each replacement is a newly generated maze, not a copy of another slot or of the
@@ -153,6 +154,7 @@ def test_maze_refresh_replaces_that_many_distinct_slots_with_new_mazes():
             PPOConfig(maze="random", maze_pool=8, maze_refresh=bad)
 
 
+@pytest.mark.slow
 def test_random_maze_trains_with_and_without_the_pool_and_evaluates_on_fresh_mazes():
     from purejaxppo import evaluate, make_train
 
@@ -203,6 +205,7 @@ def _assert_short_training_runs(cfg: PPOConfig):
     assert np.isfinite(metrics.entropy).all()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_egocentric_view_centres_the_agent_and_trains():
     cfg = PPOConfig(maze="random", maze_size=(6, 8), maze_view="egocentric", maze_pool=4)
@@ -226,6 +229,7 @@ def test_maze_view_errors_name_the_field():
         PPOConfig(env="Snake-v1", maze_view="egocentric")
 
 
+@pytest.mark.slow
 # ---- the visited-cells plane ----
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("view", ["full", "egocentric"])

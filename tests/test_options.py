@@ -4,9 +4,10 @@ annealing. Each is checked against a hand computation, then all together in a sh
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from purejaxppo import PPOConfig, make_train
-from purejaxppo._networks import ActorCritic
+from purejaxppo._networks import SharedActorCritic
 from purejaxppo._ppo import Transition, make_optimizer, ppo_loss
 
 CFG = PPOConfig(maze="easy", num_envs=4, num_steps=32, minibatch_size=64, total_timesteps=512)
@@ -24,7 +25,7 @@ def batch(net, n=6, seed=0):
 
 
 def test_advantage_normalisation_and_value_clipping_by_hand():
-    net = ActorCritic((3, 10, 10), 4, key=jax.random.PRNGKey(0))
+    net = SharedActorCritic((3, 10, 10), 4, key=jax.random.PRNGKey(0))
     mb, values = batch(net)
     adv = jnp.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
     target = values + jnp.array([1.0, -1.0, 0.05, -0.05, 2.0, 0.0])
@@ -70,6 +71,7 @@ def test_gradient_clipping_and_lr_annealing_in_the_optimiser():
     np.testing.assert_allclose(per_update[:, 0] / per_update[0, 0], expected, rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_all_options_together_train_and_differ_from_default():
     cfg = CFG.replace(normalize_advantages=True, clip_value=True, max_grad_norm=0.5, anneal_lr=True)
     _, m = make_train(cfg)(jax.random.PRNGKey(0))
@@ -80,7 +82,7 @@ def test_all_options_together_train_and_differ_from_default():
 
 
 def test_time_input_adds_the_episode_fraction_as_a_plane(key):
-    from purejaxppo._envs import make_env
+    from purejaxppo.envs import make_env
 
     cfg = PPOConfig(maze="easy", time_input=True, time_limit=3)
     env = make_env(cfg)
@@ -95,8 +97,9 @@ def test_time_input_adds_the_episode_fraction_as_a_plane(key):
     np.testing.assert_allclose(seen, [0, 1 / 3, 2 / 3, 0, 1 / 3], rtol=1e-6)  # reset at 3
 
 
+@pytest.mark.slow
 def test_time_input_appends_a_feature_to_vectors_and_trains(key):
-    from purejaxppo._envs import make_env
+    from purejaxppo.envs import make_env
 
     cfg = PPOConfig(env="Knapsack-v1", time_input=True, num_envs=4, num_steps=16,
                     minibatch_size=32, total_timesteps=128)  # fmt: skip

@@ -12,25 +12,25 @@ import textwrap
 
 import pytest
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.subprocess, pytest.mark.timeout(900)]
 
 PRELUDE = """
 import json, dataclasses, numpy as np, jax, jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec
 from purejaxppo import PPOConfig, sweep, resume_sweep, agent_mesh
-from purejaxppo import Engine
+from purejaxppo._engine import Engine
 SMALL = PPOConfig(maze="medium", num_envs=4, num_steps=32, minibatch_size=64,
                   update_epochs=2, total_timesteps=384)
 def same(a, b):
+    # Agents per device differ between the two runs (another vmap width), so float32 sums
+    # may run in another order: equal to rounding (tests/conftest.py ACROSS_SHAPES), not
+    # bitwise. Integer leaves (keys, counters, episodes) are compared exactly all the same.
     la, lb = jax.tree.leaves(a), jax.tree.leaves(b)
     return len(la) == len(lb) and all(
-        np.array_equal(np.asarray(x), np.asarray(y), equal_nan=True) for x, y in zip(la, lb))
-def same_metrics(a, b):
-    # explained_variance is a variance reduction whose vectorised summation order follows
-    # the number of agents per device; every other metric (and all state) is bitwise.
-    ev = "explained_variance"
-    diff = float(np.nanmax(abs(getattr(a, ev) - getattr(b, ev))))
-    return same(a._replace(**{ev: 0}), b._replace(**{ev: 0})) and diff < 1e-5
+        np.allclose(np.asarray(x), np.asarray(y), rtol=1e-4, atol=1e-5, equal_nan=True)
+        if np.asarray(x).dtype.kind == "f" else np.array_equal(np.asarray(x), np.asarray(y))
+        for x, y in zip(la, lb))
+same_metrics = same
 out = {"devices": jax.device_count()}
 """
 

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from purejaxppo import bootstrap_ci, iqm
 from purejaxppo._figures import curve_band
+from purejaxppo._stats import bootstrap_ci, iqm
 
 
 def test_iqm_is_the_mean_of_the_middle_half():

@@ -5,23 +5,19 @@ import warnings
 import jax
 import numpy as np
 import pytest
+from conftest import ACROSS_SHAPES, SMALL
 
 from purejaxppo import Metrics, PPOConfig, SweepResult, make_train, sweep
 from purejaxppo._stats import iqm
 
 pytestmark = pytest.mark.timeout(900)
 
-# 3 updates of a small medium-maze config: enough for the parameters to move apart.
-SMALL = PPOConfig(
-    maze="medium", num_envs=4, num_steps=32, minibatch_size=64, update_epochs=2, total_timesteps=384
-)
 # Vmapped agents run batched GEMMs whose float32 summation order can differ from a lone
-# agent's, so equality is to float32 rounding, not bitwise; over 3 updates it stays ~1e-6.
-RTOL, ATOL = 1e-4, 1e-5
+# agent's, so equality is to float32 rounding, not bitwise (conftest.ACROSS_SHAPES).
 
 
 def close(a, b):
-    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), **ACROSS_SHAPES)
 
 
 @pytest.fixture(scope="module")
@@ -49,6 +45,7 @@ def test_swept_agent_equals_solo_run(grid, lr_index, ent_index, seed):
         close(a, b)
 
 
+@pytest.mark.slow
 def test_one_and_three_axis_grids_and_random_search():
     one = sweep(SMALL, seeds=[4, 7], gamma=[0.9])
     assert list(one.axes) == ["gamma", "seed"] and one.axes["seed"] == [4, 7]
@@ -129,19 +126,20 @@ def test_progress_fires_once_per_update_for_all_agents():
 
 
 def test_same_shape_sweeps_do_not_recompile():
-    from purejaxppo._sweep import _cached_agents
+    from purejaxppo._engine import engine_for
 
     cfg = SMALL.replace(total_timesteps=256)
     a = sweep(cfg, seeds=2, lr=[1e-4, 3e-4])  # compiles (or reuses) the program
-    traces = _cached_agents(cfg).num_traces
+    traces = engine_for(cfg).num_traces
     b = sweep(cfg, seeds=2, lr=[2e-4, 4e-4])  # same shapes, new values
     c = sweep(cfg, seeds=[5, 6], lr=[6e-4, 8e-4], gamma=[0.9])  # still 4 agents
-    assert _cached_agents(cfg).num_traces == traces == 1
+    assert engine_for(cfg).num_traces == traces == 1
     assert a.metrics.entropy.shape == b.metrics.entropy.shape
     assert not np.array_equal(a.metrics.entropy, b.metrics.entropy)
     assert c.metrics.entropy.shape == (2, 1, 2, cfg.num_updates)
 
 
+@pytest.mark.slow
 def test_static_field_sweep_runs_one_program_per_value():
     cfg = SMALL.replace(total_timesteps=512)  # 4 updates at 4 envs, 2 at 8 envs
     res = sweep(cfg, seeds=1, num_envs=[4, 8], lr=[3e-4])

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from purejaxppo import PPOConfig, make_train
-from purejaxppo._envs import Env, EnvStep
 from purejaxppo._ppo import RunnerState, bootstrap_values, collect, gae
+from purejaxppo.envs import Env, EnvStep
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -117,7 +117,14 @@ needs_gymnax = pytest.mark.skipif(not HAVE_GYMNAX, reason="pip install '.[gymnax
 
 
 @needs_gymnax
-@pytest.mark.parametrize("env", ["CartPole-v1", "Acrobot-v1", "Breakout-MinAtar"])
+@pytest.mark.parametrize(
+    "env",
+    [
+        "CartPole-v1",
+        pytest.param("Acrobot-v1", marks=pytest.mark.slow),
+        pytest.param("Breakout-MinAtar", marks=pytest.mark.slow),
+    ],
+)
 def test_gymnax_envs_train(env):
     cfg = PPOConfig(env=env, num_envs=4, num_steps=32, minibatch_size=64, update_epochs=2,
                     total_timesteps=256, conv_channels=(4,), mlp_widths=(32,))  # fmt: skip
@@ -132,8 +139,8 @@ def test_gymnax_envs_train(env):
 def test_gymnax_truncation_is_not_a_termination():
     cfg = PPOConfig(env="CartPole-v1", time_limit=5, num_envs=2, num_steps=16,
                     minibatch_size=32, update_epochs=1, total_timesteps=32)  # fmt: skip
-    from purejaxppo._envs import make_env
     from purejaxppo._ppo import init_state
+    from purejaxppo.envs import make_env
 
     env = make_env(cfg)
     state = init_state(cfg.traced(), env, jax.random.PRNGKey(1))

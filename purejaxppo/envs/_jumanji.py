@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, PRNGKeyArray
 
-from ._envs import Env, EnvStep, select_tree
+from ._base import Env, EnvStep, select_tree
 
 #: Largest product space an *unmasked* multi-discrete action gets a joint categorical for.
 JOINT_MAX = 4096

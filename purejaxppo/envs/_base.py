@@ -1,0 +1,63 @@
+"""The environment interface the trainer sees: one env, auto-reset, encoded observations.
+
+``reset(key) -> (state, obs, mask)`` and ``step(state, action) -> (state, EnvStep)``, for
+*one* environment; the trainer batches with `jax.vmap`. Observations come out already
+encoded for the network, in a compact dtype (uint8 images for grids), so rollout buffers
+stay small.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
+
+
+class EnvStep(NamedTuple):
+    """What one env step hands the trainer."""
+
+    obs: Array  # encoded observation *after* auto-reset (the next episode's first one on a reset)
+    mask: Bool[Array, " A"]  # legal actions in ``obs``
+    reward: Float[Array, ""]
+    terminated: Bool[Array, ""]  # a true ending: no bootstrapping from the next state
+    done: Bool[Array, ""]  # the episode ended (terminated or truncated) and was reset
+    # The observation reached *before* an auto-reset, for envs that can truncate (time
+    # limits): a truncated step bootstraps from V(final_obs). None for envs whose every
+    # ending is a termination (Maze), where the trainer then skips that extra forward pass.
+    final_obs: Array | None = None
+
+
+class Env:
+    """Base class: a single environment with automatic reset."""
+
+    num_actions: int
+    obs_shape: tuple[int, ...]
+    obs_dtype: Any
+    max_episode_steps: int  # the time limit: evaluation plays at most this many steps
+    can_truncate: bool = False  # True: steps carry `final_obs` and truncation bootstraps
+    has_refresh: bool = False  # True: `refresh` runs once per update (instance pools)
+
+    @property
+    def action_dims(self) -> tuple[int, ...]:
+        """The policy's categorical factors: ``(num_actions,)`` unless factorised."""
+        return (self.num_actions,)
+
+    def refresh(self, state: Any, key: PRNGKeyArray) -> Any:
+        """Once per update, outside the step loop: e.g. replace one pooled instance."""
+        return state
+
+    def reset(self, key: PRNGKeyArray) -> tuple[Any, Array, Bool[Array, " A"]]:
+        raise NotImplementedError
+
+    def step(self, state: Any, action: Int[Array, ""]) -> tuple[Any, EnvStep]:
+        raise NotImplementedError
+
+
+def select_tree(done: Bool[Array, ""], reset: Any, current: Any) -> Any:
+    """Auto-reset as a select: the reset pytree where ``done``, else the current one.
+
+    Under vmap a `lax.cond` would run both branches anyway, so a select says what really runs.
+    """
+    return jax.tree.map(lambda r, c: jnp.where(done, r, c), reset, current)

@@ -1,0 +1,80 @@
+"""Environment names: which exist, how a config's env options are checked, how envs are built.
+
+The config asks `check_env` (before anything is built or compiled) and the trainer asks
+`make_env`; neither needs to know which library an env comes from.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import TYPE_CHECKING
+
+from ._base import Env
+from ._gymnax import GymnaxEnv
+from ._layouts import resolve_maze
+from ._maze import JumanjiMaze
+from ._wrappers import TimeInput
+
+if TYPE_CHECKING:
+    from .._config import PPOConfig
+
+#: gymnax environments with an adapter (gymnax 1.0 API; ``pip install purejaxppo[gymnax]``).
+GYMNAX_ENVS = ("CartPole-v1", "Acrobot-v1", "Breakout-MinAtar")
+#: Jumanji environments beyond Maze with their own observation encoder, trained in the tests.
+#: Other registered Jumanji envs with (multi-)discrete actions run through the flattening
+#: fallback encoder.
+JUMANJI_ENVS = (
+    "Snake-v1", "Game2048-v1", "PacMan-v1", "SlidingTilePuzzle-v0", "Minesweeper-v0", "Tetris-v0",
+)  # fmt: skip
+SUPPORTED_ENVS = ("Maze-v0", *JUMANJI_ENVS, *GYMNAX_ENVS)
+
+
+def check_env(cfg: PPOConfig) -> None:
+    """Refuse a config whose env options cannot be built, in one line naming the field.
+
+    Cheap (nothing is built): the config calls it at construction. A Jumanji env's action
+    spec is checked when it is built (`make_env`), still before anything compiles.
+    """
+    if cfg.env == "Maze-v0":
+        resolve_maze(cfg.maze_spec, cfg.maze_size)  # raises ValueError for bad layouts
+        return
+    if cfg.maze is not None:
+        _fail(
+            "maze", cfg.maze, f"maze options apply to Maze-v0 only, not env={cfg.env!r}; drop it."
+        )
+    if cfg.env in GYMNAX_ENVS:
+        return
+    import jumanji
+
+    registered = sorted([*jumanji.registered_environments(), *GYMNAX_ENVS])
+    if cfg.env in registered:
+        return
+    close = difflib.get_close_matches(str(cfg.env), registered, n=3, cutoff=0.5)
+    hint = f" Did you mean {close}?" if close else f" Jumanji environments: {registered}."
+    _fail("env", cfg.env, f"no such environment.{hint} Supported: {list(SUPPORTED_ENVS)}.")
+
+
+def make_env(cfg: PPOConfig) -> Env:
+    """The environment a config names (with ``time_input`` when asked)."""
+    if cfg.env == "Maze-v0":
+        env = JumanjiMaze(
+            cfg.maze_spec, cfg.maze_size, cfg.time_limit, cfg.maze_pool, cfg.maze_view,
+            cfg.maze_refresh, cfg.maze_visited,
+        )  # fmt: skip
+    elif cfg.env in GYMNAX_ENVS:
+        env = GymnaxEnv(cfg.env, cfg.time_limit)
+    else:  # any other registered Jumanji env (`check_env` has checked the name)
+        from ._jumanji import JumanjiEnv
+
+        env = JumanjiEnv(cfg.env, cfg.time_limit)
+    return TimeInput(env) if cfg.time_input else env
+
+
+def can_render(cfg: PPOConfig) -> bool:
+    """Whether Jumanji's own renderer can draw this config's env: Jumanji envs, without
+    ``time_input`` or ``maze_visited`` (rendering steps Jumanji's env, which keeps neither)."""
+    return cfg.env not in GYMNAX_ENVS and not cfg.time_input and not cfg.maze_visited
+
+
+def _fail(field: str, value, fix: str):
+    raise ValueError(f"PPOConfig.{field}={value!r} is invalid: {fix}")
