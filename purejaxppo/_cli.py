@@ -93,6 +93,9 @@ class RunFlags:
     program, no checkpoints)."""
     resume: str | None = None
     """Continue the checkpointed run in this directory (its own config is used)."""
+    stop_at: int | None = None
+    """Stop at the first checkpoint at or past this many env steps per agent (needs
+    --checkpoint-every or --resume); --resume then goes on towards --total-timesteps."""
     config: str | None = None
     """YAML or JSON file of config fields (command-line flags override it)."""
     progress: bool = True
@@ -250,6 +253,11 @@ def _train(cmd) -> int:
         raise ValueError(f"--seeds {cmd.seeds}: need at least one seed.")
     if cmd.checkpoint_every < 0:
         raise ValueError(f"--checkpoint-every {cmd.checkpoint_every}: use 0 (off) or more.")
+    if cmd.stop_at is not None and (cmd.stop_at < 1 or not (cmd.checkpoint_every or cmd.resume)):
+        raise ValueError(
+            f"--stop-at {cmd.stop_at}: give a positive number of env steps, with "
+            "--checkpoint-every K or --resume (a run stops at a checkpoint)."
+        )
     if cmd.resume:
         run_dir = Path(cmd.resume)
         spec = json.loads((run_dir / "sweep.json").read_text())
@@ -282,6 +290,8 @@ def _train(cmd) -> int:
         progress_every=cmd.progress_every,
         should_stop=stop if chunked else None,
     )
+    if cmd.stop_at is not None:
+        options["stop_at"] = cmd.stop_at
     t0 = time.perf_counter()
     with stop:
         if cmd.resume:
@@ -296,11 +306,14 @@ def _train(cmd) -> int:
     if bar is not None:
         bar.close()
     if not result.finished:
+        why = stop.signal or f"--stop-at {cmd.stop_at}"
         _say(
-            f"{stop.signal}: stopped at a chunk boundary with a checkpoint in {run_dir}.\n"
+            f"{why}: stopped at a chunk boundary with a checkpoint in {run_dir}.\n"
             f"resume with: purejaxppo {name} --resume {run_dir}",
             main_process,
         )
+        if stop.signal is None:
+            return 0  # stopped where asked: not a failure
         return 130 if stop.signal == "SIGINT" else 143
     timings = {**result.timings, "total_s": total}
     if main_process:

@@ -7,7 +7,7 @@
   whose leaves carry a leading axis can therefore be passed through `jax.vmap` to train one
   agent per hyperparameter value inside the same XLA program.
 
-Defaults are the seed system's hyperparameters (see README, "The reference system").
+Defaults are the seed system's hyperparameters (docs/design.md; ../shared/SEED_NOTES.md).
 """
 
 from __future__ import annotations

@@ -27,14 +27,11 @@ class Conv2d(eqx.Module):
     """A 'valid' 2-D convolution (stride 1) computed as one matmul with a Toeplitz matrix.
 
     Why not `eqx.nn.Conv2d`: under `vmap` over agents each agent has its own kernel, and
-    XLA:CPU's batched-kernel convolution was 48× slower at 8 agents (the brief's measurement).
-    Here the kernel is scattered (by a constant gather) into a dense (C·H·W, O·H2·W2) matrix T
-    and the convolution is ``x.flatten() @ T``: under `vmap` over examples that is one GEMM,
-    and over agents a batched GEMM, which scales linearly. Forward + weight gradient on 1,024
-    mazes per agent ran 4.7× faster than `lax.conv` at 1 agent and 27× at 8 agents
-    (benchmarks/bench_design.py). In-process A/B runs during development also found it faster
-    than im2col, shifted-slice sums and row-banded matmuls. For large inputs, where T would not
-    fit comfortably, it falls back to im2col with static slices.
+    XLA:CPU's batched-kernel convolution scales badly with the agent count. Here the kernel is
+    scattered (by a constant gather) into a dense (C·H·W, O·H2·W2) matrix T and the
+    convolution is ``x.flatten() @ T``: under `vmap` over examples that is one GEMM, and over
+    agents a batched GEMM, which scales linearly (figures: docs/benchmarks.md). For large
+    inputs, where T would not fit comfortably, it falls back to im2col with static slices.
     """
 
     weight: Float[Array, "O C kh kw"]
@@ -179,21 +176,17 @@ class PerCellActorCritic(AbstractActorCritic):
     H·W logits are read row-major, the joint action's order. The same weights score every
     cell, so a rule such as "a cell next to a revealed 0 is safe" is learned once for the
     whole board. ``SharedActorCritic`` maps a flattened board to the logits through dense layers and
-    would have to learn it once per cell: on Minesweeper (γ = 0.5, 1M steps) the MLP beat a
-    random policy by 2.8 revealed cells, this network by 53.6 (README). The value is an MLP
+    would have to learn it once per cell (docs/experiments/jumanji-beat-random.md). The value
+    is an MLP
     (``mlp_widths``) on the flattened features.
 
     The weights live in `eqx.nn.Conv2d` modules, but the forward pass is im2col: the nine
     shifted copies of the zero-padded (H, W, C) input are concatenated to (H, W, 9·C) and
     multiplied by the kernel as one matrix (`_same_conv3x3`; tested equal to the modules'
     own `lax.conv`). Why: in our program every convolution runs inside a `lax.scan`
-    (rollout steps, epochs, minibatches), and there XLA:CPU's convolution was ~10× slower
-    than at the top level of a jit. One 1,024-row gradient step of the (16,)-channel network
-    inside a scan of minibatches took ~470 ms with `lax.conv` and 44 ms with im2col (channels
-    last), in a microbenchmark during development; one whole Minesweeper update (64 envs ×
-    128 steps, 32 gradient steps) went from ~17 s to ~2.2 s. im2col is also a plain GEMM
-    under `vmap` over agents, where XLA:CPU runs per-agent `lax.conv` kernels as a grouped
-    convolution, which scaled badly (2 agents: 4.9× one agent's time).
+    (rollout steps, epochs, minibatches), where XLA:CPU's convolution is far slower than at
+    the top level of a jit, and under `vmap` over agents it becomes a grouped convolution that
+    scales badly; im2col is a plain GEMM either way (figures: docs/benchmarks.md).
     """
 
     convs: tuple[eqx.nn.Conv2d, ...]

@@ -319,9 +319,8 @@ def bootstrap_values(traj: Transition, state: RunnerState) -> Float[Array, "T N"
     (``traj.final_obs``), so a cut at a time limit bootstraps from the true final observation.
     They are valued here, all T·N at once with the rollout's parameters: one batched pass
     instead of one small pass per step inside the rollout scan, where XLA:CPU's per-kernel
-    overhead dominated. PureJaxRL's CartPole config with 16 seeds went from 77.7 to 62.6 ms
-    per update (best of 3, the same script before and after, during development). The price
-    is memory: the rollout keeps a second copy of its observations.
+    overhead dominated (docs/benchmarks.md). The price is memory: the rollout keeps a second
+    copy of its observations.
 
     Otherwise (Maze: every ending is a termination, whose bootstrap term is zeroed anyway) it
     is the next step's stored value and, for the last step, the value of the current

@@ -171,6 +171,7 @@ def sweep(
     checkpoint_every: int | None = None,
     resume: bool = False,
     should_stop: Callable[[], bool] | None = None,
+    stop_at: int | None = None,
     **axes: Any,
 ) -> SweepResult:
     """Train every (hyperparameter setting × seed) of a sweep in one vmapped program.
@@ -199,6 +200,8 @@ def sweep(
         resume: continue the sweep checkpointed in ``run_dir`` (see also `resume_sweep`).
         should_stop: polled after each chunk; ``True`` stops with a valid checkpoint and a
             result whose ``finished`` is False.
+        stop_at: stop at the first checkpoint at or past this many env steps per agent
+            (a long run in sittings: `resume_sweep` goes on towards ``total_timesteps``).
         **axes: field name → list of values (grid) or (low, high) (random).
     """
     seed_list = _seeds(seeds)
@@ -206,6 +209,11 @@ def sweep(
     static_axes = {k: list(v) for k, v in axes.items() if k in static_field_names()}
     traced_axes = {k: v for k, v in axes.items() if k not in static_axes}
     chunked = _check_chunking(run_dir, checkpoint_every, resume, static_axes)
+    if stop_at is not None and (not chunked or not isinstance(stop_at, int) or stop_at < 1):
+        raise ValueError(
+            f"sweep(stop_at={stop_at!r}): give a positive number of env steps, with "
+            "run_dir= and checkpoint_every= (it stops at a checkpoint)."
+        )
 
     if search == "grid":
         names = list(traced_axes)
@@ -244,7 +252,7 @@ def sweep(
         }
         r = _run_chunked(
             cfg, values, seed_list, spec, Path(run_dir), checkpoint_every, resume, should_stop,
-            **run,
+            stop_at, **run,
         )  # fmt: skip
         results, finished = [r[:2]], r[2]
     else:
@@ -287,6 +295,7 @@ def resume_sweep(
     progress: ProgressFn | None = None,
     progress_every: int = 1,
     should_stop: Callable[[], bool] | None = None,
+    stop_at: int | None = None,
 ) -> SweepResult:
     """Continue the checkpointed sweep in ``run_dir`` (its ``sweep.json`` gives the rest).
 
@@ -311,6 +320,7 @@ def resume_sweep(
         checkpoint_every=spec["checkpoint_every"],
         resume=True,
         should_stop=should_stop,
+        stop_at=stop_at,
         **spec["axes"],
     )
 
@@ -371,7 +381,9 @@ def train_with_checkpoints(
     return state, metrics, res.finished
 
 
-def _run_chunked(base, values, seeds, spec, run_dir: Path, every, resume, should_stop, **run):
+def _run_chunked(
+    base, values, seeds, spec, run_dir: Path, every, resume, should_stop, stop_at, **run
+):
     """`_run` in chunks of ``every`` updates with a checkpoint of every agent after each."""
     keys, hparams, shape = agent_inputs(base, values, seeds)
     n = len(keys)
@@ -410,7 +422,8 @@ def _run_chunked(base, values, seeds, spec, run_dir: Path, every, resume, should
         metrics = jax.tree.map(lambda m, c, d=done: _set_updates(m, c, d), metrics, chunk)
         done += k
         write_checkpoint(run_dir, identity, done, (agents.strip(state, n), metrics))
-        if done < updates and should_stop is not None and should_stop():
+        stop = should_stop is not None and should_stop()
+        if done < updates and (stop or (stop_at is not None and done * base.batch_size >= stop_at)):
             finished = False
             break
     state = agents.strip(state, n)

@@ -8,12 +8,11 @@ import jax
 
 
 def compiler_options() -> dict:
-    """XLA options for the `make_train` program (nothing is set process-wide).
+    """XLA options for the engine's compiled programs (nothing is set process-wide).
 
-    On CPU, LLVM optimisation level 1 instead of the default 2 compiles the medium-maze program
-    faster with no measurable change in run time (the hot loops are Eigen GEMMs and simple
-    fusions that O1 already vectorises): 6.8 s against 7.5 s, run 0.84 s against 0.86 s, in
-    benchmarks/bench_design.py::test_compile_opt_level.
+    On CPU, LLVM optimisation level 1 instead of the default 2 compiles faster with no
+    measurable change in run time: the hot loops are Eigen GEMMs and simple fusions that O1
+    already vectorises (figures: docs/benchmarks.md).
     """
     if jax.default_backend() == "cpu":
         return {"xla_backend_optimization_level": 1}
@@ -26,9 +25,8 @@ def unrolled_threefry():
 
     On CPU, jax lowers threefry2x32 as a 5-iteration loop (a smaller program). Every random
     draw inside the rollout scan then becomes a nested while loop whose per-iteration
-    overhead dwarfs its work: the 16-seed CartPole program ran ~9 % faster with the unrolled
-    form (80 → 73 ms per update, in-process A/B, during development). Same hash, so the same
-    bits: only the lowering differs. Scoped: the CPU rule is restored on exit, so programs
+    overhead dwarfs its work (the unrolled form's gain: docs/benchmarks.md). Same hash, so the
+    same bits: only the lowering differs. Scoped: the CPU rule is restored on exit, so programs
     compiled outside this block keep jax's default. Uses jax internals (the pinned jax range
     has them); without them this does nothing.
     """

@@ -175,6 +175,19 @@ def test_stopped_sweep_resumes_to_the_uninterrupted_result(tmp_path, whole_sweep
     assert tree_equal(resumed.state, whole_sweep.state)
 
 
+def test_stop_at_stops_at_the_first_checkpoint_past_it_and_resume_goes_on(tmp_path, whole_sweep):
+    kwargs = dict(seeds=2, lr=[3e-4, 1e-3], run_dir=tmp_path, checkpoint_every=2)
+    stopped = sweep(CFG, **kwargs, stop_at=CFG.batch_size + 1)  # past update 1: stop at 2
+    assert not stopped.finished
+    assert [p.name for p in checkpoints(tmp_path)] == ["ckpt-00000002.eqx"]
+    assert np.isnan(stopped.metrics.entropy[..., 2:]).all()
+    resumed = resume_sweep(tmp_path, stop_at=CFG.total_timesteps)  # at the end: no stop
+    assert resumed.finished
+    assert tree_equal(resumed.metrics, whole_sweep.metrics)
+    with pytest.raises(ValueError, match="stop_at=5.*with run_dir= and checkpoint_every="):
+        sweep(CFG, seeds=1, stop_at=5)
+
+
 def test_bad_sweep_checkpoints_are_refused(tmp_path):
     sweep(CFG, seeds=1, lr=[3e-4], run_dir=tmp_path, checkpoint_every=2, should_stop=lambda: True)
     (path,) = checkpoints(tmp_path)

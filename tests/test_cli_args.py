@@ -25,6 +25,8 @@ def test_bad_flag_value_is_a_clear_error(capsys):
     assert code == 2 and "--num-envs" in err and "many" in err
     code, _, err = cli(capsys, "sweep", "--seeds", "2")
     assert code == 2 and "--sweep.<field>" in err
+    code, _, err = cli(capsys, "train", "--stop-at", "1000")
+    assert code == 2 and "--stop-at 1000" in err and "--checkpoint-every" in err
     code, _, err = cli(capsys, "train", "--env", "Mazee-v0")
     assert code == 2 and "PPOConfig.env='Mazee-v0' is invalid" in err and "Maze-v0" in err
 
@@ -43,3 +45,16 @@ def test_help_lists_the_fields(capsys):
 def test_eval_and_bench_refuse_bad_input_before_compiling(capsys, args):
     code, _, err = cli(capsys, *args)
     assert code == 2 and err.startswith("purejaxppo ")
+
+
+def test_bench_measures_aggregate_steps_per_second():
+    from conftest import SMALL
+
+    from purejaxppo._bench import time_updates
+
+    row = time_updates(SMALL, agents=2, updates=1, mesh=False)
+    assert row.agents == 2 and row.compile_s > 0 and row.update_s > 0
+    assert row.steps_per_s == pytest.approx(2 * SMALL.batch_size / row.update_s)
+    assert row.steps_per_s_per_agent == pytest.approx(row.steps_per_s / 2)
+    with pytest.raises(ValueError, match="updates=0"):
+        time_updates(SMALL, agents=1, updates=0)

@@ -72,7 +72,7 @@ class JumanjiMaze(Env):
             return jnp.stack([obs.walls, agent, target, *extra]).astype(jnp.uint8)
         # Egocentric: the walls and target as seen from the agent, which is always at the
         # centre. An MLP then reads "wall to my left" from the same input wherever the agent
-        # is, instead of learning it once per cell (see README, "Random mazes").
+        # is, instead of learning it once per cell (docs/experiments/random-maze.md).
         h, w = self.env.num_rows, self.env.num_cols
         pad = ((h - 1, h - 1), (w - 1, w - 1))
         canvas = jnp.stack(

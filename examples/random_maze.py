@@ -1,6 +1,6 @@
 """Experiment (not a test): PPO on random 10x10 Maze-v0, success rate on 1,000 fresh mazes.
 
-Run:  python benchmarks/experiment_random_maze.py --preset mlp --steps 20000000 \
+Run:  python examples/random_maze.py --preset mlp --steps 20000000 \
           --run-dir runs/random-maze-mlp
 
 Trains one agent on Jumanji's random 10x10 mazes (reset pool on, the default), checkpointing
@@ -31,7 +31,7 @@ import jax
 import numpy as np
 
 from purejaxppo import PPOConfig, evaluate, resume_sweep, sweep
-from purejaxppo._checkpoint import checkpoints, config_from_json
+from purejaxppo._checkpoint import config_from_json
 
 PRESETS = {
     "seed": {},
@@ -67,23 +67,15 @@ def main() -> None:
     args = p.parse_args()
     base = PPOConfig(maze="random", **PRESETS[args.preset])
     cfg = base.replace(total_timesteps=args.steps // base.batch_size * base.batch_size)
-    start, every = 0, args.checkpoint_every
     if args.resume:  # the run directory's own config and chunking, whatever the flags say
         stored = json.loads((Path(args.run_dir) / "sweep.json").read_text())
-        cfg, every = config_from_json(stored["config"]), stored["checkpoint_every"]
-        start = _checkpointed_updates(args.run_dir)
-    chunks_done = iter(range(1, 1 << 40))
-
-    def should_stop() -> bool:  # polled after each chunk of `every` updates
-        done = start + next(chunks_done) * every
-        return args.stop_at is not None and done * cfg.batch_size >= args.stop_at
-
+        cfg = config_from_json(stored["config"])
     t0 = time.perf_counter()
     if args.resume:
-        res = resume_sweep(args.run_dir, should_stop=should_stop)
+        res = resume_sweep(args.run_dir, stop_at=args.stop_at)
     else:
         res = sweep(cfg, [args.seed], run_dir=args.run_dir,
-                    checkpoint_every=args.checkpoint_every, should_stop=should_stop)  # fmt: skip
+                    checkpoint_every=args.checkpoint_every, stop_at=args.stop_at)  # fmt: skip
     train_s = time.perf_counter() - t0
     updates = int(np.asarray(res.state.update).ravel()[0])
     key = jax.random.PRNGKey(2**31 - 1)
@@ -98,12 +90,6 @@ def main() -> None:
         episodes=args.episodes,
     )  # fmt: skip
     print(json.dumps(result, indent=1))
-
-
-def _checkpointed_updates(run_dir: str) -> int:
-    """Updates done by the run directory's latest checkpoint (its name holds the count)."""
-    found = checkpoints(run_dir)
-    return int(found[-1].stem.split("-")[1]) if found else 0
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Experiment (not a test): PPO against a uniformly random masked policy on Jumanji envs.
 
-Run:  python benchmarks/experiment_beat_random.py --env Snake-v1 Game2048-v1 Minesweeper-v0
+Run:  python examples/beat_random.py --env Snake-v1 Game2048-v1 Minesweeper-v0
 
 For each env: train ``--seeds`` agents in one program with the config below (the same for
 every env; set before the measured runs, after a 100k-step probe showed that a convolution
@@ -17,7 +17,7 @@ Minesweeper uses the per-cell network (one logit per board cell from "same" conv
 and a discount of 0.5: at 0.99 the advantage of a click is mostly the luck of later clicks,
 and neither network learned anything (README, "Against a uniformly random policy"):
 
-    python benchmarks/experiment_beat_random.py --env Minesweeper-v0 --network per_cell \
+    python examples/beat_random.py --env Minesweeper-v0 --network per_cell \
         --conv-channels 16 16 --mlp-widths 64 --gamma 0.5 --steps 1000000 --seeds 2
 """
 
