@@ -145,8 +145,7 @@ class SharedActorCritic(AbstractActorCritic):
         self.mlp = tuple(mlp)
         self.value_head = eqx.nn.Linear(width, "scalar", key=next(keys))
         head = eqx.nn.Linear(width, num_actions, key=next(keys))
-        ortho = jax.nn.initializers.orthogonal(scale=0.01)
-        w = ortho(next(keys), (num_actions, width), jnp.float32)
+        w = orthogonal(next(keys), (num_actions, width), scale=0.01)
         # Zero bias: the initial policy is (nearly) uniform over legal moves.
         self.policy_head = eqx.tree_at(
             lambda lin: (lin.weight, lin.bias), head, (w, jnp.zeros(num_actions))
@@ -224,7 +223,7 @@ class PerCellActorCritic(AbstractActorCritic):
             c = out
         self.convs = tuple(convs)
         # Orthogonal at 0.01, zero bias: the initial policy is (nearly) uniform over legal cells.
-        w_cell = jax.nn.initializers.orthogonal(scale=0.01)(next(keys), (1, c), jnp.float32)
+        w_cell = orthogonal(next(keys), (1, c), scale=0.01)
         cell = eqx.nn.Linear(c, "scalar", key=next(keys))
         self.cell_logit = eqx.tree_at(lambda m: (m.weight, m.bias), cell, (w_cell, jnp.zeros(1)))
         mlp, width = [], c * h * w
@@ -272,11 +271,60 @@ def _action_dims(num_actions: int | tuple[int, ...]) -> tuple[int, ...]:
     return (int(num_actions),)
 
 
+def orthogonal(key: PRNGKeyArray, shape: tuple[int, int], scale: float) -> Float[Array, "n m"]:
+    """``jax.nn.initializers.orthogonal(scale)(key, shape)``, in plain array operations.
+
+    The same draw and the same distribution: ``z = normal(key, (max(n, m), min(n, m)))`` and
+    Q of its QR with R's diagonal made positive (the unique QR), transposed when ``n < m``;
+    equal to jax's to float32 rounding (tested). Why not jax's: its QR is a LAPACK call, which
+    under `vmap` over agents becomes a *batched* LAPACK QR, and jaxlib 0.10's batched CPU
+    kernels can deadlock on XLA:CPU's own thread pool (docs/design.md). A Householder QR of
+    ``fori_loop``s over plain array ops batches like any other op.
+    """
+    n, m = shape
+    z = jax.random.normal(key, (max(n, m), min(n, m)), jnp.float32)
+    q = _householder_q(z)
+    return jnp.asarray(scale, jnp.float32) * (q.T if n < m else q)
+
+
+def _householder_q(a: Float[Array, "p k"]) -> Float[Array, "p k"]:
+    """The thin Q of ``a = QR`` (p ≥ k) with R's diagonal made non-negative.
+
+    k Householder reflections ``H_j = I - β_j v_j v_jᵀ`` reduce ``a`` to R; Q's first k
+    columns are then ``H_1 ⋯ H_k`` applied to the first k columns of the identity, so no p×p
+    matrix is ever formed (a flattened observation can be thousands wide).
+    """
+    p, k = a.shape
+    rows = jnp.arange(p)
+
+    def reflect(j, carry):
+        r, vs, betas = carry
+        x = jnp.where(rows >= j, jax.lax.dynamic_index_in_dim(r, j, 1, keepdims=False), 0.0)
+        xj = jax.lax.dynamic_index_in_dim(x, j, keepdims=False)
+        alpha = -jnp.where(xj >= 0, 1.0, -1.0) * jnp.sqrt(jnp.sum(x * x))
+        v = x - alpha * (rows == j)
+        vv = jnp.sum(v * v)
+        beta = jnp.where(vv > 0, 2.0 / jnp.where(vv > 0, vv, 1.0), 0.0)
+        r = r - beta * jnp.outer(v, v @ r)
+        return r, vs.at[:, j].set(v), betas.at[j].set(beta)
+
+    init = (a, jnp.zeros_like(a), jnp.zeros(k, a.dtype))
+    r, vs, betas = jax.lax.fori_loop(0, k, reflect, init)
+
+    def apply(i, y):  # y <- H_j y for j = k-1, ..., 0
+        j = k - 1 - i
+        v = jax.lax.dynamic_index_in_dim(vs, j, 1, keepdims=False)
+        return y - betas[j] * jnp.outer(v, v @ y)
+
+    q = jax.lax.fori_loop(0, k, apply, jnp.eye(p, k, dtype=a.dtype))
+    return q * jnp.sign(jnp.diagonal(r))[None, :]
+
+
 def _orthogonal_linear(d_in: int, d_out, scale: float, key: PRNGKeyArray) -> eqx.nn.Linear:
     """A Linear with orthogonal weights at ``scale`` and zero bias (PureJaxRL's init)."""
     lin = eqx.nn.Linear(d_in, d_out, key=key)
     n_out = 1 if d_out == "scalar" else d_out
-    w = jax.nn.initializers.orthogonal(scale=scale)(key, (n_out, d_in), jnp.float32)
+    w = orthogonal(key, (n_out, d_in), scale=scale)
     w = w.reshape(lin.weight.shape)
     return eqx.tree_at(lambda m: (m.weight, m.bias), lin, (w, jnp.zeros_like(lin.bias)))
 

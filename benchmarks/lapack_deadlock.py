@@ -1,0 +1,52 @@
+"""Reproducer: a vmapped orthogonal init, the program that deadlocked jaxlib 0.10 on 2 cores.
+
+Run:  python benchmarks/lapack_deadlock.py --init jax    # hangs on jax 0.10.2 (0 % CPU)
+      python benchmarks/lapack_deadlock.py --init ours   # finishes: no LAPACK in the program
+
+``jax.jit(jax.vmap(f))`` over 2 keys, where ``f`` builds 16 independent 64×64 orthogonal
+matrices: under vmap, jax's initializer becomes a *batched* LAPACK QR, which jaxlib 0.10 splits
+into chunks scheduled on the XLA:CPU thread pool it is running on, then waits for; with every
+pool worker doing the same, nothing runs them (docs/jax-versions.md). Our initializer
+(`purejaxppo._networks.orthogonal`) is plain array operations. Prints the LAPACK custom calls
+in the lowered program, then runs it ``--calls`` times.
+"""
+
+import argparse
+import re
+import time
+
+import jax
+import jax.numpy as jnp
+
+from purejaxppo._networks import orthogonal
+
+
+def build(init: str):
+    def f(key):
+        keys = jax.random.split(key, 16)
+        if init == "jax":
+            make = jax.nn.initializers.orthogonal()
+            return [make(k, (64, 64), jnp.float32) for k in keys]
+        return [orthogonal(k, (64, 64), scale=1.0) for k in keys]
+
+    return jax.jit(jax.vmap(f))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--init", choices=["jax", "ours"], default="ours")
+    p.add_argument("--calls", type=int, default=200)
+    args = p.parse_args()
+    fn = build(args.init)
+    keys = jax.random.split(jax.random.PRNGKey(0), 2)
+    text = fn.lower(keys).as_text()
+    lapack = sorted(set(re.findall(r"lapack_\w+", text)))
+    print(f"jax {jax.__version__}, init={args.init}: LAPACK calls in the program: {lapack}")
+    t0 = time.perf_counter()
+    for _ in range(args.calls):
+        jax.block_until_ready(fn(keys))
+    print(f"{args.calls} calls in {time.perf_counter() - t0:.2f} s")
+
+
+if __name__ == "__main__":
+    main()
