@@ -278,7 +278,7 @@ def orthogonal(key: PRNGKeyArray, shape: tuple[int, int], scale: float) -> Float
     Q of its QR with R's diagonal made positive (the unique QR), transposed when ``n < m``;
     equal to jax's to float32 rounding (tested). Why not jax's: its QR is a LAPACK call, which
     under `vmap` over agents becomes a *batched* LAPACK QR, and jaxlib 0.10's batched CPU
-    kernels can deadlock on XLA:CPU's own thread pool (docs/design.md). A Householder QR of
+    kernels can deadlock on XLA:CPU's own thread pool (docs/jax-versions.md). A Householder QR of
     ``fori_loop``s over plain array ops batches like any other op.
     """
     n, m = shape

@@ -27,15 +27,14 @@ def unrolled_threefry():
     draw inside the rollout scan then becomes a nested while loop whose per-iteration
     overhead dwarfs its work (the unrolled form's gain: docs/benchmarks.md). Same hash, so the
     same bits: only the lowering differs. Scoped: the CPU rule is restored on exit, so programs
-    compiled outside this block keep jax's default. Uses jax internals (the pinned jax range
-    has them); without them this does nothing.
+    compiled outside this block keep jax's default. Uses jax's table of platform lowerings
+    (present in jax 0.9 and 0.10, tested); without it this does nothing.
     """
     try:
-        from jax._src import prng
         from jax._src.interpreters import mlir
+        from jax.extend.random import threefry2x32_p as prim
 
         table = mlir._platform_specific_lowerings["cpu"]
-        prim = prng.threefry2x32_p
     except (ImportError, AttributeError, KeyError):  # another jax: keep its default
         yield
         return

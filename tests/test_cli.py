@@ -97,8 +97,9 @@ def test_sweep_writes_labelled_axes_and_a_row_per_setting(sweep_dir):
 
 def test_eval_every_agent_and_a_gif(train_dir, tmp_path):
     run_dir, _ = train_dir
-    gif = tmp_path / "best.gif"
-    out = run("eval", str(run_dir), "--episodes", "3", "--gif", str(gif))
+    gif = run_dir / "best.gif"  # a relative --gif lands in the run directory
+    assert not gif.exists()
+    out = run("eval", str(run_dir), "--episodes", "3", "--gif", "best.gif")
     assert out.returncode == 0, out.stderr
     table = [line for line in out.stdout.splitlines() if line[:1].isdigit()]
     assert len(table) == 2  # one row per agent

@@ -43,8 +43,13 @@ def test_program_is_one_top_level_scan_over_updates():
     (call,) = [e for e in jaxpr.eqns if e.primitive.name in ("pjit", "jit")]  # one program
     inner = call.params["jaxpr"].jaxpr
     loops = [e for e in inner.eqns if e.primitive.name in ("scan", "while")]
-    assert len(loops) == 1
-    assert loops[0].primitive.name == "scan" and loops[0].params["length"] == 7
+    # Every update runs in exactly one top-level scan of length num_updates, the program's
+    # last loop. Loops before it belong to initialisation (the orthogonal init's Householder
+    # reflections); none of them runs an update: no rollout scan stands at the top level.
+    updates = [e for e in loops if e.primitive.name == "scan" and e.params["length"] == 7]
+    assert len(updates) == 1 and loops[-1] is updates[0]
+    rollouts = [e for e in loops if e.params.get("length") == cfg.num_steps]
+    assert rollouts == []
 
 
 def test_metrics_shapes_and_values(two_runs):

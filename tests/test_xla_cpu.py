@@ -14,10 +14,10 @@ def draw():
 
 @pytest.mark.skipif(jax.default_backend() != "cpu", reason="a CPU-only lowering choice")
 def test_unrolled_threefry_gives_the_same_bits_without_a_loop_and_restores_the_default():
-    from jax._src import prng
     from jax._src.interpreters import mlir
+    from jax.extend.random import threefry2x32_p
 
-    default_rule = mlir._platform_specific_lowerings["cpu"][prng.threefry2x32_p]
+    default_rule = mlir._platform_specific_lowerings["cpu"][threefry2x32_p]
     key = jax.random.PRNGKey(3)
     rolled_text = draw().lower(key).as_text()
     with unrolled_threefry():
@@ -28,5 +28,5 @@ def test_unrolled_threefry_gives_the_same_bits_without_a_loop_and_restores_the_d
     assert "stablehlo.while" not in unrolled_text
     for a, b in zip(jax.tree.leaves(inside), jax.tree.leaves(outside), strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-    assert mlir._platform_specific_lowerings["cpu"][prng.threefry2x32_p] is default_rule
+    assert mlir._platform_specific_lowerings["cpu"][threefry2x32_p] is default_rule
     assert "stablehlo.while" in draw().lower(key).as_text()

@@ -1,7 +1,7 @@
 """Reproducer: a vmapped orthogonal init, the program that deadlocked jaxlib 0.10 on 2 cores.
 
-Run:  python benchmarks/lapack_deadlock.py --init jax    # hangs on jax 0.10.2 (0 % CPU)
-      python benchmarks/lapack_deadlock.py --init ours   # finishes: no LAPACK in the program
+Run:  python tests/lapack_deadlock.py --init jax    # hangs on jax 0.10.2 (0 % CPU)
+      python tests/lapack_deadlock.py --init ours   # finishes: no LAPACK in the program
 
 ``jax.jit(jax.vmap(f))`` over 2 keys, where ``f`` builds 16 independent 64×64 orthogonal
 matrices: under vmap, jax's initializer becomes a *batched* LAPACK QR, which jaxlib 0.10 splits
