@@ -455,8 +455,8 @@ def _eval(cmd: EvalCmd) -> int:
     meta = read_run(cmd.run_dir)
     cfg, axes = meta["config"], meta["axes"]
     n = math.prod(len(v) for v in axes.values())
-    if cmd.agent is not None:
-        flat_index(axes, cmd.agent)  # refuses an index outside the run
+    if cmd.agent is not None and not 0 <= cmd.agent < n:
+        raise ValueError(f"--agent {cmd.agent}: this run has agents 0..{n - 1}.")
     if cmd.episodes < 1:
         raise ValueError(f"--episodes {cmd.episodes}: need at least one.")
     params = load_params(cmd.run_dir)
