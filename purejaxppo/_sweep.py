@@ -209,7 +209,8 @@ def sweep(
     static_axes = {k: list(v) for k, v in axes.items() if k in static_field_names()}
     traced_axes = {k: v for k, v in axes.items() if k not in static_axes}
     chunked = _check_chunking(run_dir, checkpoint_every, resume, static_axes)
-    if stop_at is not None and (not chunked or not isinstance(stop_at, int) or stop_at < 1):
+    bad_stop = not isinstance(stop_at, int) or isinstance(stop_at, bool) or stop_at < 1
+    if stop_at is not None and (not chunked or bad_stop):
         raise ValueError(
             f"sweep(stop_at={stop_at!r}): give a positive number of env steps, with "
             "run_dir= and checkpoint_every= (it stops at a checkpoint)."

@@ -51,6 +51,7 @@ class Train:
     def __call__(
         self, key: PRNGKeyArray, config: PPOConfig | None = None
     ) -> tuple[RunnerState, Metrics]:
+        _check_key(key)
         hp = self._hyperparameters(config)
         if _is_traced((key, hp)):  # inside the caller's jit/vmap: trace the same program
             return self._inline(key, hp)
@@ -113,6 +114,14 @@ def make_train(cfg: PPOConfig, progress: ProgressFn | None = None) -> Train:
     if not isinstance(cfg, PPOConfig):
         raise TypeError(f"make_train expects a PPOConfig, got {type(cfg).__name__}.")
     return Train(cfg, progress)
+
+
+def _check_key(key: Any) -> None:
+    if not hasattr(key, "shape") or not hasattr(key, "dtype"):
+        raise TypeError(
+            f"train(key): key={key!r} is not a PRNG key array; give jax.random.PRNGKey(seed) "
+            "(or jax.random.key(seed))."
+        )
 
 
 def _is_traced(tree: Any) -> bool:

@@ -186,6 +186,8 @@ def test_stop_at_stops_at_the_first_checkpoint_past_it_and_resume_goes_on(tmp_pa
     assert tree_equal(resumed.metrics, whole_sweep.metrics)
     with pytest.raises(ValueError, match="stop_at=5.*with run_dir= and checkpoint_every="):
         sweep(CFG, seeds=1, stop_at=5)
+    with pytest.raises(ValueError, match="stop_at=True"):
+        sweep(CFG, seeds=1, run_dir=tmp_path / "b", checkpoint_every=2, stop_at=True)
 
 
 def test_bad_sweep_checkpoints_are_refused(tmp_path):

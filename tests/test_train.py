@@ -83,6 +83,8 @@ def test_static_field_mismatch_is_refused(tiny_train):
 def test_make_train_does_not_mutate_or_accept_dicts():
     with pytest.raises(TypeError, match="expects a PPOConfig"):
         make_train({"lr": 3e-4})
+    with pytest.raises(TypeError, match=r"key=0 is not a PRNG key array.*PRNGKey\(seed\)"):
+        make_train(TINY)(0)
     cfg = PPOConfig()
     with pytest.raises(dataclasses.FrozenInstanceError):
         cfg.lr = 1.0
