@@ -2,14 +2,15 @@
 
 The chunked training loop that writes them is `_sweep._run_chunked` (one agent is a one-seed
 sweep, `train_with_checkpoints`). A run directory holds ``sweep.json`` and the last two
-checkpoints ``ckpt-<update>.eqx``.
+checkpoints ``ckpt-<update>.eqx`` of the run (``ckpt-p<i>-<update>.eqx`` per static setting).
 
-Checkpoint format (one file): a JSON header line, then the payload written by
-`equinox.tree_serialise_leaves` (every agent's whole `RunnerState` — network, optimiser
+Checkpoint format (one file, `write_verified`): a JSON header line, then the payload written
+by `equinox.tree_serialise_leaves` (every agent's whole `RunnerState` — network, optimiser
 state, env state, running episode sums, PRNG key, update counter — and the metrics of every
-update so far). The header carries the format version, what wrote it (the sweep's config,
-seeds and axes), the update counter, and the payload's length and SHA-256, so a truncated or
-corrupted file, or one written for another sweep, is refused before anything is loaded.
+update so far). The header carries the format version, what wrote it (the run's id, the
+sweep's config, seeds and axes), the update counter, and the payload's length and SHA-256,
+so a truncated or corrupted file (skipped for an older one on resume), or one written by
+another run, is refused before anything is loaded. ``params.eqx`` uses the same header.
 
 Why Equinox serialisation and not Orbax: the state is a pytree of a few MB per agent on one
 host; `tree_serialise_leaves` writes it in one call with no extra dependency, and loads it
@@ -22,11 +23,13 @@ directory. A crash leaves either the old checkpoint or the new one, never half o
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import io
 import json
 import os
+import warnings
 from pathlib import Path
 
 import equinox as eqx
@@ -40,7 +43,13 @@ KEEP = 2
 
 
 class CheckpointError(ValueError):
-    """A checkpoint that cannot be used: truncated, corrupted, or for another config."""
+    """A checkpoint (or ``params.eqx``) that cannot be used: truncated, corrupted, or for
+    another config. ``damaged`` is True for a file cut short or altered (resume can fall
+    back to an older checkpoint), False for a whole file that belongs to another run."""
+
+    def __init__(self, message: str, *, damaged: bool = False):
+        super().__init__(message)
+        self.damaged = damaged
 
 
 def config_to_json(cfg: PPOConfig) -> dict:
@@ -64,32 +73,32 @@ def _jsonable(v):
     return v
 
 
-def checkpoints(run_dir: str | Path) -> list[Path]:
-    """The run's checkpoints, oldest first."""
-    return sorted(Path(run_dir).glob("ckpt-*.eqx"))
+def checkpoints(run_dir: str | Path, program: int | None = None) -> list[Path]:
+    """The run's checkpoints, oldest first (``program``: one static setting of a sweep)."""
+    pattern = "ckpt-" + ("" if program is None else f"p{program}-") + "[0-9]" * 8 + ".eqx"
+    return sorted(Path(run_dir).glob(pattern))
 
 
-def write_checkpoint(run_dir: str | Path, identity: dict, update: int, tree) -> Path:
+def write_checkpoint(
+    run_dir: str | Path, identity: dict, update: int, tree, program: int | None = None
+) -> Path:
     """Atomically write ``tree`` as ``ckpt-<update>.eqx``, stamped with ``identity``.
 
-    ``identity`` (JSON) says what wrote it (config, seed or sweep axes); `read_checkpoint`
-    refuses the file unless it is given the same identity. The last two checkpoints are kept.
+    ``identity`` (JSON) says what wrote it (the run's id, config, seeds, sweep axes);
+    `read_checkpoint` refuses the file unless it is given the same identity. The last two
+    checkpoints *of this run* are kept: pruning reads each file's header and never touches a
+    file another run wrote.
     """
     run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
     buf = io.BytesIO()
     eqx.tree_serialise_leaves(buf, tree)
-    payload = buf.getvalue()
-    header = {
-        "format": FORMAT,
-        "update": update,
-        **identity,
-        "payload_bytes": len(payload),
-        "payload_sha256": hashlib.sha256(payload).hexdigest(),
-    }
-    path = run_dir / f"ckpt-{update:08d}.eqx"
-    atomic_write(path, json.dumps(header).encode() + b"\n" + payload)
-    for old in checkpoints(run_dir)[:-KEEP]:
+    name = "ckpt-" + ("" if program is None else f"p{program}-") + f"{update:08d}.eqx"
+    path = run_dir / name
+    write_verified(path, {"format": FORMAT, "update": update, **identity}, buf.getvalue())
+    ours = [
+        p for p in checkpoints(run_dir, program) if _header_of(p).get("run") == identity.get("run")
+    ]
+    for old in ours[:-KEEP]:
         old.unlink()
     return path
 
@@ -97,22 +106,7 @@ def write_checkpoint(run_dir: str | Path, identity: dict, update: int, tree) -> 
 def read_checkpoint(path: str | Path, identity: dict, like):
     """Read a checkpoint into a pytree shaped like ``like``; refuse it whole or load it whole."""
     path = Path(path)
-    raw = path.read_bytes()
-    newline = raw.find(b"\n")
-    try:
-        header = json.loads(raw[:newline]) if newline > 0 else None
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        header = None
-    if not isinstance(header, dict) or header.get("format") != FORMAT:
-        raise CheckpointError(f"{path}: not a purejaxppo checkpoint (unreadable header).")
-    payload = raw[newline + 1 :]
-    if len(payload) != header["payload_bytes"]:
-        raise CheckpointError(
-            f"{path}: truncated or padded: payload is {len(payload)} bytes, the header says "
-            f"{header['payload_bytes']}. Resume from the previous checkpoint instead."
-        )
-    if hashlib.sha256(payload).hexdigest() != header["payload_sha256"]:
-        raise CheckpointError(f"{path}: corrupted: the payload's SHA-256 does not match.")
+    header, payload = read_verified(path, FORMAT, "checkpoint")
     differ = sorted(k for k in identity if header.get(k) != identity[k])
     if differ:
         raise CheckpointError(
@@ -125,13 +119,91 @@ def read_checkpoint(path: str | Path, identity: dict, like):
         raise CheckpointError(f"{path}: payload does not match this config's state: {e}") from e
 
 
+def read_newest_intact(run_dir: str | Path, identity: dict, like, program: int | None = None):
+    """The newest checkpoint that reads back whole, or None when there is none.
+
+    A truncated or corrupted newer file (a disk that filled up, a copy cut short) is skipped
+    with a `RunDirWarning` naming it; a checkpoint of another run is refused outright.
+    """
+    from ._ownership import RunDirWarning
+
+    found = checkpoints(run_dir, program)
+    for i, path in enumerate(reversed(found)):
+        try:
+            return read_checkpoint(path, identity, like)
+        except CheckpointError as e:
+            if not e.damaged:
+                raise
+            older = found[-2 - i].name if i + 1 < len(found) else None
+            warnings.warn(
+                f"{e} " + (f"Resuming from {older} instead." if older else "No older checkpoint."),
+                RunDirWarning,
+                stacklevel=2,
+            )
+    if found:
+        raise CheckpointError(f"{run_dir}: no intact checkpoint left to resume from.")
+    return None
+
+
+def write_verified(path: Path, header: dict, payload: bytes) -> None:
+    """Atomically write a JSON header line (with the payload's length and SHA-256) and
+    ``payload``: what `read_verified` needs to refuse a truncated or altered file."""
+    header = {**header, "payload_bytes": len(payload)}
+    header["payload_sha256"] = hashlib.sha256(payload).hexdigest()
+    atomic_write(path, json.dumps(header).encode() + b"\n" + payload)
+
+
+def read_verified(path: Path, fmt: str, what: str) -> tuple[dict, bytes]:
+    """The header and payload of a `write_verified` file, or a `CheckpointError` naming it."""
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as e:
+        raise CheckpointError(f"{path}: cannot read the {what} ({e.strerror}).") from e
+    newline = raw.find(b"\n")
+    try:
+        header = json.loads(raw[:newline]) if newline > 0 else None
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        header = None
+    if not isinstance(header, dict) or header.get("format") != fmt:
+        raise CheckpointError(f"{path}: not a purejaxppo {what} (unreadable header).", damaged=True)
+    payload = raw[newline + 1 :]
+    if len(payload) != header.get("payload_bytes"):
+        raise CheckpointError(
+            f"{path}: truncated or padded: payload is {len(payload)} bytes, the header says "
+            f"{header.get('payload_bytes')}.",
+            damaged=True,
+        )
+    if hashlib.sha256(payload).hexdigest() != header.get("payload_sha256"):
+        raise CheckpointError(
+            f"{path}: corrupted: the payload's SHA-256 does not match.", damaged=True
+        )
+    return header, payload
+
+
+def _header_of(path: Path) -> dict:
+    try:
+        with open(path, "rb") as f:
+            header = json.loads(f.readline())
+    except (OSError, ValueError):
+        return {}
+    return header if isinstance(header, dict) else {}
+
+
 def atomic_write(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` whole or not at all: a temporary file in the same
+    directory, flushed and fsynced, renamed over ``path``, and the directory fsynced. A
+    failed write (a full disk) removes its temporary file and leaves ``path`` as it was."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
     fd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(fd)

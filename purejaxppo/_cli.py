@@ -9,9 +9,11 @@ of compile time and steps/s at several agent counts (``--suite gpu`` for the GPU
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -88,14 +90,19 @@ class RunFlags:
     """First seed (PRNGKey(seed))."""
     run_dir: str | None = None
     """Run directory to write (default: runs/<command>-<time>)."""
-    checkpoint_every: int = 0
-    """Train in chunks of this many updates with an atomic checkpoint after each (0: one
-    program, no checkpoints)."""
+    checkpoint_every: int | None = None
+    """Train in chunks of this many updates with an atomic checkpoint after each. Default:
+    about a tenth of the run per chunk, at most ~60 s each, so SIGTERM stops at the next
+    chunk with a checkpoint. 0: one program, no checkpoints (a signal then stops at once
+    and the run is lost). Chunking never changes results."""
     resume: str | None = None
-    """Continue the checkpointed run in this directory (its own config is used)."""
+    """Continue the checkpointed run in this directory, from its newest intact checkpoint
+    (its own config, seeds and sweep are used; flags that would change them are refused)."""
+    overwrite: bool = False
+    """Replace the run already in --run-dir (without it, such a directory is refused)."""
     stop_at: int | None = None
-    """Stop at the first checkpoint at or past this many env steps per agent (needs
-    --checkpoint-every or --resume); --resume then goes on towards --total-timesteps."""
+    """Stop at the first checkpoint at or past this many env steps per agent; --resume then
+    goes on towards --total-timesteps."""
     config: str | None = None
     """YAML or JSON file of config fields (command-line flags override it)."""
     progress: bool = True
@@ -187,15 +194,38 @@ def main(argv: list[str] | None = None) -> int:
         Annotated[BenchCmd, tyro.conf.subcommand("bench", default=BenchCmd(**defaults))],
     ]
     cmd = tyro.cli(Command, args=argv, prog="purejaxppo", description=__doc__.split("\n")[0])
+    with _one_line_warnings():
+        try:
+            if isinstance(cmd, EvalCmd):
+                return _eval(cmd)
+            if isinstance(cmd, BenchCmd):
+                return _bench(cmd)
+            return _train(cmd, argv)
+        except (ValueError, TypeError, FileNotFoundError) as e:
+            print(f"purejaxppo {argv[0]}: {e}", file=sys.stderr)
+            return 2
+
+
+@contextlib.contextmanager
+def _one_line_warnings():
+    """Our own warnings (a damaged checkpoint skipped, a stale lock) as one line each."""
+    import warnings
+
+    from ._ownership import RunDirWarning
+
+    old = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, RunDirWarning):
+            print(f"purejaxppo: warning: {message}", file=sys.stderr, flush=True)
+        else:
+            old(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
     try:
-        if isinstance(cmd, EvalCmd):
-            return _eval(cmd)
-        if isinstance(cmd, BenchCmd):
-            return _bench(cmd)
-        return _train(cmd)
-    except (ValueError, TypeError, FileNotFoundError) as e:
-        print(f"purejaxppo {argv[0]}: {e}", file=sys.stderr)
-        return 2
+        yield
+    finally:
+        warnings.showwarning = old
 
 
 def _file_defaults(argv: list[str]) -> dict:
@@ -206,15 +236,35 @@ def _file_defaults(argv: list[str]) -> dict:
     if i + 1 >= len(argv):
         raise ValueError("--config needs a file path.")
     path = Path(argv[i + 1])
-    text = path.read_text()
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ValueError(f"--config {path}: cannot read it ({e}).") from e
     if path.suffix in (".yaml", ".yml"):
         import yaml
 
-        data = yaml.safe_load(text) or {}
+        try:
+            data = yaml.safe_load(text) or {}
+        except yaml.YAMLError as e:
+            where = getattr(e, "problem_mark", None)
+            at = f" at line {where.line + 1}" if where is not None else ""
+            raise ValueError(f"--config {path}: not valid YAML{at}; fix the file.") from e
     else:
-        data = json.loads(text)
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ValueError(
+                f"--config {path}: not valid JSON (line {e.lineno}: {e.msg}); fix the file."
+            ) from e
     if not isinstance(data, dict):
         raise ValueError(f"--config {path}: expected a mapping of config fields.")
+    swept = [k for k, v in (data.get("axes") or {}).items() if k != "seed" and len(v) > 1]
+    if swept:
+        raise ValueError(
+            f"--config {path}: this run swept {swept}, and a config file holds one value per "
+            'field, so those values would be lost; copy its "config" section to a new file '
+            "and set the fields you want (or repeat the sweep with --sweep.<field>)."
+        )
     data = data.get("config", data)  # a run directory's config.json works too
     fields = {f.name for f in dataclasses.fields(PPOConfig)}
     unknown = sorted(set(data) - fields)
@@ -236,31 +286,67 @@ def _config_of(cmd) -> PPOConfig:
 
 
 # --------------------------------------------------------------------------- train/sweep ---
-def _train(cmd) -> int:
+#: Flags that may be given with --resume: they change how the run is shown, placed or
+#: written, never what it trains.
+RESUME_FLAGS = {
+    "resume", "progress", "no-progress", "progress-every", "eval-episodes", "gif", "no-gif",
+    "tensorboard", "no-tensorboard", "devices", "distributed", "no-distributed",
+    "coordinator-address", "num-processes", "process-id", "stop-at",
+}  # fmt: skip
+
+
+def _check_run_flags(cmd, argv: list[str]) -> None:
+    """Every run flag, checked before anything compiles (one line each)."""
+    if cmd.seeds < 1:
+        raise ValueError(f"--seeds {cmd.seeds}: need at least one seed.")
+    if cmd.checkpoint_every is not None and cmd.checkpoint_every < 0:
+        raise ValueError(f"--checkpoint-every {cmd.checkpoint_every}: use 0 (off) or more.")
+    if cmd.stop_at is not None and (cmd.stop_at < 1 or cmd.checkpoint_every == 0):
+        raise ValueError(
+            f"--stop-at {cmd.stop_at}: give a positive number of env steps, without "
+            "--checkpoint-every 0 (a run stops at a checkpoint)."
+        )
+    if cmd.eval_episodes < 0:
+        raise ValueError(f"--eval-episodes {cmd.eval_episodes}: use 0 (skip) or more.")
+    if cmd.progress_every < 1:
+        raise ValueError(f"--progress-every {cmd.progress_every}: need at least 1.")
+    if cmd.tensorboard:
+        try:
+            import tensorboardX  # noqa: F401
+        except ImportError as e:
+            raise ValueError(
+                "--tensorboard needs tensorboardX: pip install 'purejaxppo[tb]'."
+            ) from e
+    if cmd.resume:
+        given = {a[2:].split("=")[0] for a in argv[1:] if a.startswith("--")}
+        refused = sorted(given - RESUME_FLAGS)
+        if refused:
+            flags = ", ".join(f"--{f}" for f in refused)
+            raise ValueError(
+                f"--resume continues {cmd.resume} with its own config, seeds and sweep; "
+                f"{flags} would change the run and are refused. Drop them, or start a new run "
+                "(another --run-dir, or --overwrite)."
+            )
+
+
+def _train(cmd, argv: list[str]) -> int:
     import jax
 
+    _check_run_flags(cmd, argv)
     if cmd.distributed:
         jax.distributed.initialize(cmd.coordinator_address, cmd.num_processes, cmd.process_id)
-    from ._sweep import resume_sweep, sweep
+    from ._ownership import claim
+    from ._sweep import read_json
 
     name = "sweep" if isinstance(cmd, SweepCmd) else "train"
     axes = {}
-    if isinstance(cmd, SweepCmd):
+    if isinstance(cmd, SweepCmd) and not cmd.resume:
         axes = {k: v for k, v in dataclasses.asdict(cmd.sweep).items() if v is not None}
         if not axes:
             raise ValueError("sweep: give at least one --sweep.<field> list (see --help).")
-    if cmd.seeds < 1:
-        raise ValueError(f"--seeds {cmd.seeds}: need at least one seed.")
-    if cmd.checkpoint_every < 0:
-        raise ValueError(f"--checkpoint-every {cmd.checkpoint_every}: use 0 (off) or more.")
-    if cmd.stop_at is not None and (cmd.stop_at < 1 or not (cmd.checkpoint_every or cmd.resume)):
-        raise ValueError(
-            f"--stop-at {cmd.stop_at}: give a positive number of env steps, with "
-            "--checkpoint-every K or --resume (a run stops at a checkpoint)."
-        )
     if cmd.resume:
         run_dir = Path(cmd.resume)
-        spec = json.loads((run_dir / "sweep.json").read_text())
+        spec = read_json(run_dir / "sweep.json", "sweep.json")
         from ._checkpoint import config_from_json
 
         cfg = config_from_json(spec["config"])
@@ -272,8 +358,25 @@ def _train(cmd) -> int:
         run_dir = Path(cmd.run_dir or f"runs/{name}-{time.strftime('%Y%m%d-%H%M%S')}")
         search = getattr(cmd, "search", "grid")
         num_agents = cmd.seeds * _settings(search, getattr(cmd, "num_samples", None), axes)
+        if axes:  # every swept value, checked now rather than after compiling
+            from ._sweep import check_axes
+
+            check_axes(cfg, axes, search)
     mesh = _mesh(cmd.devices)
     main_process = jax.process_index() == 0
+    mode = "resume" if cmd.resume else "overwrite" if cmd.overwrite else "new"
+    owner = claim(run_dir, mode) if main_process else contextlib.nullcontext()
+    chunked = cmd.checkpoint_every != 0 or bool(cmd.resume)
+    with owner, _StopOnSignal(run_dir if chunked else None, name) as stop:
+        return _train_in(cmd, cfg, axes, run_dir, num_agents, mesh, main_process, stop, name)
+
+
+def _train_in(cmd, cfg, axes, run_dir, num_agents, mesh, main_process, stop, name) -> int:
+    """The run itself, with ``run_dir`` owned and signals watched."""
+    import jax
+
+    from ._sweep import resume_sweep, sweep
+
     bar = ProgressBar(cfg, num_agents) if cmd.progress and main_process else None
     _say(
         f"purejaxppo {name}: {cfg.env} maze={_maze_name(cfg)} | {num_agents} agent(s) × "
@@ -282,26 +385,25 @@ def _train(cmd) -> int:
         f"device(s) | run dir {run_dir}",
         main_process,
     )
-    stop = _StopOnSignal()
-    chunked = bool(cmd.checkpoint_every) or bool(cmd.resume)
-    options = dict(
-        mesh=mesh,
-        progress=bar,
-        progress_every=cmd.progress_every,
-        should_stop=stop if chunked else None,
-    )
+    chunked = stop.run_dir is not None
+    options = dict(mesh=mesh, progress=bar, progress_every=cmd.progress_every)
+    if chunked:
+        options["should_stop"] = stop
     if cmd.stop_at is not None:
         options["stop_at"] = cmd.stop_at
     t0 = time.perf_counter()
-    with stop:
+    try:
         if cmd.resume:
             result = resume_sweep(run_dir, **options)
         else:
             seeds = list(range(cmd.seed, cmd.seed + cmd.seeds))
             search = dict(search=cmd.search, num_samples=cmd.num_samples) if axes else {}
             if chunked:
-                options.update(run_dir=run_dir, checkpoint_every=cmd.checkpoint_every)
+                every = "auto" if cmd.checkpoint_every is None else cmd.checkpoint_every
+                options.update(run_dir=run_dir, checkpoint_every=every, overwrite=cmd.overwrite)
             result = sweep(cfg, seeds, **search, **options, **axes)
+    except OSError as e:
+        raise ValueError(_write_failure(e, run_dir, name, chunked)) from e
     total = time.perf_counter() - t0
     if bar is not None:
         bar.close()
@@ -319,13 +421,32 @@ def _train(cmd) -> int:
     if main_process:
         from ._rundir import write_run, write_tensorboard
 
-        rows = write_run(
-            run_dir, result, timings=timings, eval_episodes=cmd.eval_episodes, gif=cmd.gif
-        )
-        if cmd.tensorboard:
-            write_tensorboard(run_dir / "tb", result)
+        try:
+            rows = write_run(
+                run_dir, result, timings=timings, eval_episodes=cmd.eval_episodes,
+                gif=cmd.gif, overwrite=True,  # the claim above made the checks
+            )  # fmt: skip
+            if cmd.tensorboard:
+                write_tensorboard(run_dir / "tb", result)
+        except OSError as e:
+            raise ValueError(_write_failure(e, run_dir, name, chunked)) from e
         _print_summary(cfg, result, rows, timings, run_dir)
     return 0
+
+
+def _write_failure(e: OSError, run_dir: Path, name: str, chunked: bool) -> str:
+    """One line for a write that failed mid-run (a full disk, a vanished mount)."""
+    from ._checkpoint import checkpoints
+
+    where = e.filename or run_dir
+    found = checkpoints(run_dir) or sorted(Path(run_dir).glob("ckpt-p*.eqx"))
+    if chunked and found:
+        return (
+            f"writing {where} failed ({e.strerror}); the last good checkpoint "
+            f"{found[-1].name} is intact: free space, then resume with: "
+            f"purejaxppo {name} --resume {run_dir}"
+        )
+    return f"writing {where} failed ({e.strerror}); nothing to resume from: free space and rerun."
 
 
 def _settings(search: str, num_samples: int | None, axes: dict) -> int:
@@ -352,19 +473,16 @@ def _mesh(devices: int | None):
 def _print_summary(cfg, result, rows, timings, run_dir) -> None:
     import numpy as np
 
-    ret = np.asarray(result.metrics.episode_return)
-    healthy = ~result.diverged
-    last = ret[..., -1][healthy]
     print("\nsummary")
-    if last.size and np.isfinite(last).any():
-        print(f"  final return (last update)        {np.nanmean(last):.4f}")
     means = [r["return_mean"] for r in rows if r["return_mean"] is not None]
-    if means:
-        print(f"  mean return (last 10 updates)     {np.mean(means):.4f}")
+    if means:  # the one definition, as in summary.md
+        print(f"  final return (each seed's mean over its last 10 updates) {np.mean(means):.4f}")
     n = int(np.prod(result.shape))
     print(f"  agents                            {n}")
     print(f"  env steps per agent               {cfg.total_timesteps:,}")
-    print(f"  steps/s (all agents, run only)    {n * cfg.total_timesteps / timings['run_s']:,.0f}")
+    steps = sum(r["steps_per_s"] * r["run_s"] for r in rows if r["steps_per_s"] and r["run_s"])
+    if timings["run_s"] > 0:
+        print(f"  steps/s (this sitting, run only)  {steps / timings['run_s']:,.0f}")
     print(f"  compile s                         {timings['compile_s']:.2f}")
     print(f"  run s                             {timings['run_s']:.2f}")
     print(f"  total s                           {timings['total_s']:.2f}")
@@ -417,9 +535,21 @@ class ProgressBar:
 
 
 class _StopOnSignal:
-    """SIGINT/SIGTERM set a flag that the chunk loop polls (stop at the next checkpoint)."""
+    """SIGINT/SIGTERM during a run.
 
-    def __init__(self):
+    Chunked (a run directory with checkpoints): the first signal sets a flag that the chunk
+    loop polls, so the run stops at the end of the chunk with a checkpoint; a second one
+    stops at once, losing the updates since the last checkpoint. Unchunked
+    (``--checkpoint-every 0``): the first signal stops at once and says the run is lost.
+
+    A compiled program does not return to Python until it ends, so a Python signal handler
+    would only run then; the signal is read from `signal.set_wakeup_fd` by a watcher thread
+    instead, which can stop the process while the program runs.
+    """
+
+    def __init__(self, run_dir: Path | None, name: str):
+        self.run_dir = run_dir
+        self.name = name
         self.signal = None
 
     def __call__(self) -> bool:
@@ -427,19 +557,67 @@ class _StopOnSignal:
 
     def __enter__(self):
         import signal
+        import threading
 
-        def handler(signum, frame):
-            self.signal = signal.Signals(signum).name
-            print(f"\n{self.signal}: stopping at the next checkpoint...", flush=True)
+        import jax
 
-        self.old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+        self._read, self._write = os.pipe()
+        os.set_blocking(self._write, False)
+        signals = (signal.SIGINT, signal.SIGTERM)
+        self.old = {s: signal.signal(s, lambda *_: None) for s in signals}
+        self.old_fd = signal.set_wakeup_fd(self._write, warn_on_full_buffer=False)
+        self._main = jax.process_index() == 0
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
         return self
+
+    def _watch(self) -> None:
+        import signal
+
+        while True:
+            try:
+                data = os.read(self._read, 16)
+            except OSError:
+                return
+            if not data:
+                return
+            for signum in data:
+                if signum == 0:  # our own wake-up at exit
+                    return
+                if signum not in (signal.SIGINT, signal.SIGTERM):
+                    continue  # another handler's signal (e.g. a test runner's SIGALRM)
+                name = signal.Signals(signum).name
+                code = 130 if name == "SIGINT" else 143
+                if self.run_dir is not None and self.signal is None:
+                    self.signal = name
+                    self._say(
+                        f"\n{name}: stopping at the end of this chunk, with a checkpoint "
+                        "(send it again to stop at once, losing this chunk)..."
+                    )
+                    continue
+                lost = (
+                    f"updates since the last checkpoint in {self.run_dir} are lost; resume "
+                    f"with: purejaxppo {self.name} --resume {self.run_dir}"
+                    if self.run_dir is not None
+                    else "no checkpoints (--checkpoint-every 0), so this run's training is lost"
+                )
+                self._say(f"\n{name}: stopping now; {lost}.")
+                os._exit(code)
+
+    def _say(self, text: str) -> None:
+        if self._main:
+            print(text, file=sys.stderr, flush=True)
 
     def __exit__(self, *exc):
         import signal
 
+        signal.set_wakeup_fd(self.old_fd)
         for s, h in self.old.items():
             signal.signal(s, h)
+        os.write(self._write, b"\0")  # wake the watcher so it exits
+        self._thread.join(timeout=1)
+        os.close(self._write)
+        os.close(self._read)
 
 
 # ---------------------------------------------------------------------------------- eval ---
@@ -485,9 +663,12 @@ def _eval(cmd: EvalCmd) -> int:
         index = flat_index(axes, i)
         program, local = split_program(axes, index)
         path = Path(cmd.run_dir) / cmd.gif  # a relative name lands in the run directory
-        frames = write_gif(path, cfg.replace(**static_setting(axes, index)),
-                           policy_of(params[program], local),
-                           jax.random.PRNGKey(cmd.seed + 1))  # fmt: skip
+        from ._ownership import claim
+
+        with claim(cmd.run_dir, "results"):  # never while a run writes the directory
+            frames = write_gif(path, cfg.replace(**static_setting(axes, index)),
+                               policy_of(params[program], local),
+                               jax.random.PRNGKey(cmd.seed + 1))  # fmt: skip
         print(f"wrote {path}: agent {i}, {frames} frames")
     return 0
 

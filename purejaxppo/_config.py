@@ -12,7 +12,9 @@ Defaults are the seed system's hyperparameters (docs/design.md; ../shared/SEED_N
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import math
 import numbers
 
 import equinox as eqx
@@ -232,6 +234,21 @@ class PPOConfig(eqx.Module):
         """The same config with every numeric leaf as a float32 array, ready to trace."""
         return jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), self)
 
+    def batched(self, **leaves) -> PPOConfig:
+        """A copy whose traced fields ``leaves`` are arrays with a leading agent axis.
+
+        The constructor refuses arrays with a shape (one config, one value per field); a
+        batch of hyperparameters for `jax.vmap` or the engine is built here instead, like
+        ``jax.tree.map`` does, without that check.
+        """
+        unknown = set(leaves) - set(TRACED_FIELDS)
+        if unknown:
+            raise ValueError(f"PPOConfig.batched: {sorted(unknown)} are not traced fields.")
+        new = copy.copy(self)
+        for name, value in leaves.items():
+            object.__setattr__(new, name, value)
+        return new
+
 
 def static_field_names() -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(PPOConfig) if _is_static(f))
@@ -324,16 +341,30 @@ def _validate(c: PPOConfig) -> None:
 
     def check(name, ok, fix):
         v = getattr(c, name)
-        if isinstance(v, numbers.Real) and not isinstance(v, bool) and not ok(float(v)):
-            _fail(name, v, fix)
-        if isinstance(v, (str, bool)):
+        if isinstance(v, jax.core.Tracer):
+            return  # traced under the caller's vmap/jit: checked by the caller's own values
+        if isinstance(v, (jax.Array, np.ndarray)):
+            if v.ndim:
+                _fail(
+                    name,
+                    v,
+                    f"a config holds one value per field, not shape {v.shape}; to train "
+                    f"several values use sweep(cfg, {name}=[...]) (or stack whole configs "
+                    "with jax.tree.map for your own jax.vmap).",
+                )
+            v = v.item()
+        if isinstance(v, (str, bool)) or not isinstance(v, numbers.Real):
             _fail(name, v, "it must be a number.")
+        if not math.isfinite(float(v)):
+            _fail(name, v, "it must be a finite number.")
+        if not ok(float(v)):
+            _fail(name, v, fix)
 
     check("lr", lambda v: v > 0, "the learning rate must be > 0.")
     check("adam_eps", lambda v: v > 0, "Adam's epsilon must be > 0.")
     check("gamma", lambda v: 0 < v <= 1, "γ must lie in (0, 1].")
     check("gae_lambda", lambda v: 0 < v <= 1, "λ must lie in (0, 1].")
-    check("clip_eps", lambda v: v >= 0, "clip ε must be >= 0.")
+    check("clip_eps", lambda v: v > 0, "clip ε must be > 0 (0 would allow no update at all).")
     check("ent_coef", lambda v: v >= 0, "the entropy coefficient must be >= 0.")
     check("vf_coef", lambda v: v >= 0, "the value coefficient must be >= 0.")
     if c.max_grad_norm is not None:

@@ -27,7 +27,6 @@ works when the mesh spans several hosts after `jax.distributed.initialize()`.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 from collections.abc import Callable
@@ -41,6 +40,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
 from ._config import TRACED_FIELDS, PPOConfig
+from ._memory import BUDGET_FRACTION, available_bytes, format_bytes, program_bytes
 from ._networks import network_shapes
 from ._ppo import Metrics, RunnerState, init_state, update_step
 from ._xla_cpu import compiler_options, unrolled_threefry
@@ -84,6 +84,9 @@ class Engine:
         mesh: a `Mesh` with an ``"agents"`` axis, ``None`` for every device (the default), or
             ``False`` for no sharding. One device means plain `vmap`, no `shard_map`.
         progress: called on the host with a `Progress` every ``progress_every`` updates.
+        group_size: run each device's agents in groups of this many, one group after
+            another inside the program (None: all at once, unless memory says otherwise:
+            `compiled` then picks the widest group that fits, recorded in ``groups``).
     """
 
     total_compile_seconds = 0.0  # over every instance in this process (sweep timings)
@@ -95,6 +98,7 @@ class Engine:
         mesh: Mesh | None | bool = None,
         progress: ProgressFn | None = None,
         progress_every: int = 1,
+        group_size: int | None = None,
     ):
         if mesh is None:
             mesh = agent_mesh() if jax.device_count() > 1 else False
@@ -110,6 +114,10 @@ class Engine:
         self.mesh: Mesh | None = None if mesh is False or mesh.size == 1 else mesh
         self.progress = progress
         self.progress_every = progress_every
+        if group_size is not None and (not isinstance(group_size, int) or group_size < 1):
+            raise ValueError(f"group_size={group_size!r}: need a positive int or None.")
+        self.group_size = group_size
+        self.groups: dict = {}  # (kind, num_agents) -> group width chosen to fit memory
         self.num_traces = 0
         self.compile_seconds = 0.0  # time spent compiling this object's programs so far
         self._programs: dict = {}
@@ -198,48 +206,96 @@ class Engine:
         cache_key = (kind, num_agents, jax.tree.structure(args))
         if cache_key not in self._compiled:
             t0 = time.perf_counter()
-            with unrolled_threefry():
-                program = self._jitted(kind, num_agents).lower(*args).compile()
+            program = self._fitted(kind, num_agents, args)
             self._compiled[cache_key] = program
             seconds = time.perf_counter() - t0
             self.compile_seconds += seconds
             Engine.total_compile_seconds += seconds
         return self._compiled[cache_key]
 
-    def program(self, kind, num_agents: int) -> Callable:
+    def _compile(self, kind, num_agents: int, group: int | None, args):
+        with unrolled_threefry():
+            return self._jitted(kind, num_agents, group).lower(*args).compile()
+
+    def _fitted(self, kind, num_agents: int, args):
+        """Compile ``kind``; if XLA's memory analysis says it cannot fit the device, compile
+        it again with the agents in groups that run one after another (`lax.map` of a vmap
+        over ``group`` agents), or refuse with the estimate and the largest count that fits.
+        """
+        program = self._compile(kind, num_agents, self.group_size, args)
+        have = int(available_bytes(self._device()) * BUDGET_FRACTION)
+        need = program_bytes(program.compiled)
+        if need <= have:
+            return program
+        m = program.compiled.memory_analysis()
+        local = self.padded(num_agents) // self.num_devices
+        temp_per_agent = m.temp_size_in_bytes / local
+        fixed = need - m.temp_size_in_bytes  # inputs and outputs: grouping cannot shrink them
+        group = min(int((have - fixed) // max(temp_per_agent, 1)), local - 1)
+        while group >= 1:  # the estimate is linear in the group; XLA's analysis decides
+            group = -(-local // -(-local // group))  # balanced groups: the least padding
+            program = self._compile(kind, num_agents, group, args)
+            if program_bytes(program.compiled) <= have:
+                self.groups[(kind, num_agents)] = group
+                return program
+            group //= 2
+        per_agent = need / local
+        fit = max(0, int(have // per_agent)) * self.num_devices
+        raise ValueError(
+            f"{num_agents} agent(s) of this config need {format_bytes(need * self.num_devices)}"
+            f" ({format_bytes(per_agent)} per agent) and {format_bytes(have)} per device is "
+            f"available; at most about {fit} agents fit. Train fewer agents at once, or shrink "
+            "num_envs, num_steps or the network."
+        )
+
+    def _device(self):
+        return jax.devices()[0] if self.mesh is None else self.mesh.devices.flat[0]
+
+    def program(self, kind, num_agents: int, group: int | None = None) -> Callable:
         """The pure, unjitted function of program ``kind`` (see `compiled`).
 
         `make_train`'s view traces it inline when it is called under a caller's own
         transformation (`jax.jit`, `jax.vmap`, ...), so both paths run one definition.
+        ``group``: run each device's agents in groups of this many, one group after another.
         """
         valid = np.arange(self.padded(num_agents)) < num_agents
-        per_agent_init = self._per_agent(lambda key, c: init_state(c, self.env, key), valid)
+        init = self._per_agent(lambda key, c: init_state(c, self.env, key), valid, group)
         if kind == "init":
-            return per_agent_init
+            return init
         if kind == "train":
             return lambda keys, hp: self._scan(
-                per_agent_init(keys, hp), hp, self.cfg.num_updates, valid
+                init(keys, hp), hp, self.cfg.num_updates, valid, group
             )
         _, num_updates = kind
-        return lambda state, hp: self._scan(state, hp, num_updates, valid)
+        return lambda state, hp: self._scan(state, hp, num_updates, valid, group)
 
-    def _jitted(self, kind, num_agents: int):
-        cache_key = (kind, num_agents)
+    def _jitted(self, kind, num_agents: int, group: int | None = None):
+        cache_key = (kind, num_agents, group)
         if cache_key not in self._programs:
-            fn = self.program(kind, num_agents)
+            fn = self.program(kind, num_agents, group)
             self._programs[cache_key] = eqx.filter_jit(fn, compiler_options=compiler_options())
         return self._programs[cache_key]
 
-    def _per_agent(self, fn, valid: np.ndarray):
-        """vmap ``fn`` over the agent axis; under a mesh, each device maps its own shard."""
-        if len(valid) == self.num_devices:
-            # One agent per device: run the plain per-agent program on it. A vmap over an axis
-            # of size 1 still lowers to batched ops, which XLA:CPU ran slower for one agent
-            # (docs/benchmarks.md); this also makes a one-agent sweep bitwise `make_train`.
-            def mapped(*args):
-                out = fn(*jax.tree.map(lambda x: x[0], args))
-                return jax.tree.map(lambda x: x[None], out)
+    def _per_agent(self, fn, valid: np.ndarray, group: int | None = None):
+        """vmap ``fn`` over the agent axis; under a mesh, each device maps its own shard.
 
+        With ``group``, each device's agents run as a `lax.map` over groups of ``group``
+        (padded by repeating the first agent; the padding is dropped): peak memory is one
+        group's, in the same one program.
+        """
+        local = len(valid) // self.num_devices
+
+        # One agent at a time: the plain per-agent program. A vmap over an axis of size 1
+        # still lowers to batched ops, which XLA:CPU ran slower for one agent
+        # (docs/benchmarks.md); this also makes a one-agent sweep bitwise `make_train`.
+        def one(*args):
+            out = fn(*jax.tree.map(lambda x: x[0], args))
+            return jax.tree.map(lambda x: x[None], out)
+
+        if group is not None and group < local:
+            mapped = _in_groups(one if group == 1 else jax.vmap(fn), group)
+        elif local == 1:
+            mapped = one
         else:
             mapped = jax.vmap(fn)
         if self.mesh is None:
@@ -250,9 +306,9 @@ class Engine:
         # buy nothing here.
         return jax.shard_map(mapped, mesh=self.mesh, in_specs=spec, out_specs=spec, check_vma=False)
 
-    def _scan(self, state: RunnerState, hp: PPOConfig, num_updates: int, valid: np.ndarray):
+    def _scan(self, state: RunnerState, hp: PPOConfig, num_updates: int, valid, group=None):
         self.num_traces += 1
-        step = self._per_agent(lambda s, c: update_step(c, self.env, s), valid)
+        step = self._per_agent(lambda s, c: update_step(c, self.env, s), valid, group)
         healthy0 = jnp.ones(valid.shape, bool)
 
         def body(carry, _):
@@ -307,6 +363,25 @@ def engine_for(
     return _ENGINES[key]
 
 
+def _in_groups(mapped: Callable, group: int) -> Callable:
+    """``mapped`` (batched over a leading axis) applied ``group`` rows at a time."""
+
+    def run(*args):
+        n = jax.tree.leaves(args)[0].shape[0]
+        count = -(-n // group)
+        pad = count * group - n
+
+        def split(x):
+            if pad:
+                x = jnp.concatenate([x, jnp.repeat(x[:1], pad, axis=0)])
+            return x.reshape(count, group, *x.shape[1:])
+
+        out = jax.lax.map(lambda a: mapped(*a), jax.tree.map(split, args))
+        return jax.tree.map(lambda x: x.reshape(count * group, *x.shape[2:])[:n], out)
+
+    return run
+
+
 def _finite(m: Metrics) -> Bool[Array, " A"]:
     ok = m.skipped_steps == 0
     for x in (m.policy_loss, m.value_loss, m.entropy, m.grad_norm):
@@ -358,7 +433,7 @@ def batched(hparams: PPOConfig, n: int) -> PPOConfig:
             changes[name] = jnp.broadcast_to(jnp.asarray(v, jnp.float32), (n,))
         else:
             changes[name] = np.broadcast_to(np.asarray(v, np.float32), (n,))
-    return dataclasses.replace(hparams, **changes)
+    return hparams.batched(**changes)
 
 
 def agent_inputs(
@@ -383,7 +458,7 @@ def agent_inputs(
         else:
             flat = np.full(n_settings * n_seeds, default)
         leaves[name] = np.asarray(flat, np.float32)
-    hparams = dataclasses.replace(base.traced(), **leaves)
+    hparams = base.traced().batched(**leaves)
     keys = np.stack([np.asarray(jax.random.PRNGKey(s)) for s in seeds] * n_settings)
     return keys, hparams, (*settings_shape, n_seeds)
 

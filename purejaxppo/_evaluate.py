@@ -38,7 +38,10 @@ class EvalResult(NamedTuple):
     episode_return: Float[Array, "*batch E"]
     episode_length: Int[Array, "*batch E"]
     finished: Bool[Array, "*batch E"]  # False: still running at the step limit (counted as is)
-    success: Bool[Array, "*batch E"]  # Maze: reached the target (a positive return)
+    # The episode solved the task (`Env.success_return`: Maze reached the target,
+    # Minesweeper cleared the board). Always False for envs without a notion of success:
+    # check `has_success(cfg)` before reporting it.
+    success: Bool[Array, "*batch E"]
 
 
 class Policy(eqx.Module):
@@ -69,6 +72,11 @@ class Policy(eqx.Module):
 def policy_of(params: AbstractActorCritic, index: int | tuple[int, ...] = ()) -> Policy:
     """The `Policy` of the agent at ``index`` of batched ``params`` (``()``: unbatched)."""
     return Policy(jax.tree.map(lambda x: jnp.asarray(x)[index], params))
+
+
+def has_success(cfg: PPOConfig) -> bool:
+    """Whether ``cfg``'s env defines success (`EvalResult.success` means something)."""
+    return make_env(cfg).success_return is not None
 
 
 def evaluate(
@@ -120,6 +128,7 @@ def _evaluate_all(params, key, env: Env, num_episodes: int, steps: int, greedy: 
         (_, _, _, ret, length, alive), _ = jax.lax.scan(
             step, init, jax.random.split(act_key, steps)
         )
-        return EvalResult(ret, length, ~alive, (~alive) & (ret > 0))
+        threshold = jnp.inf if env.success_return is None else env.success_return
+        return EvalResult(ret, length, ~alive, (~alive) & (ret >= threshold))
 
     return jax.vmap(one_agent, in_axes=(0, None))(params, key)

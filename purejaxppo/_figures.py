@@ -41,8 +41,16 @@ def curve_band(
     return mean, low, high
 
 
-def plot_curves(path: Path, curves: dict[str, np.ndarray], env_steps: np.ndarray, title: str):
-    """One line per setting (label → (seeds, updates) returns), mean ± 95 % bootstrap band."""
+def plot_curves(
+    path: Path,
+    curves: dict[str, np.ndarray],
+    env_steps: np.ndarray | dict[str, np.ndarray],
+    title: str,
+):
+    """One line per setting (label → (seeds, updates) returns), mean ± 95 % bootstrap band.
+
+    ``env_steps``: the x values, one array for all lines or one per label (static settings
+    such as ``num_envs`` collect different steps per update; NaN past a line's end)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -52,8 +60,9 @@ def plot_curves(path: Path, curves: dict[str, np.ndarray], env_steps: np.ndarray
     for label, returns in curves.items():
         mean, low, high = curve_band(returns)
         seeds = returns.shape[0]
-        (line,) = ax.plot(env_steps, mean, label=f"{label} ({seeds} seeds)" if label else None)
-        ax.fill_between(env_steps, low, high, color=line.get_color(), alpha=0.25, linewidth=0)
+        x = env_steps[label] if isinstance(env_steps, dict) else env_steps
+        (line,) = ax.plot(x, mean, label=f"{label} ({seeds} seeds)" if label else None)
+        ax.fill_between(x, low, high, color=line.get_color(), alpha=0.25, linewidth=0)
     ax.set_xlabel("environment steps per agent")
     ax.set_ylabel("episode return")
     ax.set_title(title + " — mean over seeds, 95 % bootstrap CI", fontsize=9)

@@ -8,6 +8,10 @@
     summary.md/csv  per setting: final return, IQM with 95 % bootstrap CI, success rate,
                     steps/s, compile and run seconds; diverged agents named
     agent.gif       the best agent playing one episode (Jumanji's own renderer)
+    sweep.json, ckpt-*.eqx, .lock   a chunked run's description, checkpoints and lock
+
+``config.json`` says ``"finished": true`` only once every other file is written;
+``params.eqx`` carries its length and SHA-256 and is refused if either does not match.
 
 `load_policy(run_dir, lr=3e-4, seed=2)` brings one agent back as a plain callable.
 """
@@ -25,14 +29,24 @@ import jax
 import numpy as np
 
 from ._axes import index_of, split_program, static_setting
-from ._checkpoint import atomic_write, config_from_json, config_to_json
+from ._checkpoint import (
+    CheckpointError,
+    atomic_write,
+    config_from_json,
+    config_to_json,
+    read_verified,
+    write_verified,
+)
 from ._config import PPOConfig, static_field_names
-from ._evaluate import Policy, evaluate, policy_of
+from ._evaluate import Policy, evaluate, has_success, policy_of
 from ._figures import plot_curves, write_gif
 from ._networks import AbstractActorCritic, network_shapes
+from ._ownership import RunDirError, claim
 from ._ppo import Metrics
-from ._sweep import SweepResult
+from ._sweep import SweepResult, read_json
 from .envs import can_render
+
+PARAMS_FORMAT = "purejaxppo-params-1"
 
 FILES = ("config.json", "metrics.npz", "metrics.csv", "params.eqx", "curves.png", "summary.md")
 
@@ -45,16 +59,28 @@ def write_run(
     eval_episodes: int = 32,
     gif: bool = True,
     eval_seed: int = 10_000,
+    overwrite: bool = False,
 ) -> dict:
     """Write the run directory for a `SweepResult` (a single run is a 1-seed sweep).
 
-    ``eval_episodes`` fresh greedy episodes per agent give the success rate (0: skip it).
-    Returns the summary rows.
+    ``timings`` default to the result's own (compile and run seconds of each program).
+    ``eval_episodes`` fresh greedy episodes per agent give the success rate, for envs that
+    define success (0: skip it). The directory is locked while it is written; one that
+    already holds written results is refused unless ``overwrite`` (a checkpointed sweep's
+    own directory is fine). ``config.json`` says ``"finished": true`` only once every other
+    file is written. Returns the summary rows.
     """
+    if not isinstance(eval_episodes, int) or isinstance(eval_episodes, bool) or eval_episodes < 0:
+        raise ValueError(f"eval_episodes={eval_episodes!r}: use 0 (skip) or a positive int.")
     run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    with claim(run_dir, "results"):
+        _check_results_target(run_dir, result, overwrite)
+        timings = dict(result.timings if timings is None else timings)
+        return _write_run(run_dir, result, timings, eval_episodes, gif, eval_seed)
+
+
+def _write_run(run_dir: Path, result: SweepResult, timings, eval_episodes, gif, eval_seed):
     cfg = result.config
-    timings = dict(timings or {})
     axes = {k: [_json(x) for x in v] for k, v in result.axes.items()}
     num_agents = int(np.prod(result.shape))
     meta = {
@@ -62,7 +88,7 @@ def write_run(
         "axes": axes,
         "values": {k: np.asarray(v).tolist() for k, v in result.values.items()},
         "num_agents": num_agents,
-        "finished": result.finished,
+        "finished": False,  # until every file below is written
         "timings": timings,
     }
     atomic_write(run_dir / "config.json", json.dumps(meta, indent=1).encode())
@@ -71,41 +97,95 @@ def write_run(
     for i, p in enumerate(params):
         buf = io.BytesIO()
         eqx.tree_serialise_leaves(buf, p)
-        atomic_write(run_dir / _params_name(i, len(params)), buf.getvalue())
+        header = {"format": PARAMS_FORMAT, "config": meta["config"], "axes": axes}
+        write_verified(run_dir / _params_name(i, len(params)), header, buf.getvalue())
 
-    success = None
-    if eval_episodes and not isinstance(result.state, list):
-        ev = evaluate(cfg, result.state.params, jax.random.PRNGKey(eval_seed), eval_episodes)
-        success = np.asarray(ev.success).mean(-1)  # (*axes)
+    success = _success(result, params, eval_episodes, eval_seed)
     rows = result.summary()
-    _add_run_columns(rows, result, success, timings, num_agents)
+    _add_run_columns(rows, result, success, timings)
     _write_summary(run_dir, rows, result)
     curves = _curves(result)
-    steps = (np.arange(result.metrics.episode_return.shape[-1]) + 1) * cfg.batch_size
-    plot_curves(run_dir / "curves.png", curves, steps, f"{cfg.env} {cfg.maze_spec or ''}")
+    steps = env_steps(result)
+    label = f"{cfg.env} {cfg.maze_spec or ''}"
+    plot_curves(run_dir / "curves.png", curves, _curve_steps(result, steps), label)
     if gif and can_render(cfg):
         best = _best_agent(result)
         if best is not None:
             agent = result.agent_at(best)
             write_gif(run_dir / "agent.gif", agent.config, Policy(agent.state.params),
                       jax.random.PRNGKey(eval_seed + 1))  # fmt: skip
+    meta["finished"] = result.finished
+    atomic_write(run_dir / "config.json", json.dumps(meta, indent=1).encode())
     return rows
+
+
+def env_steps(result: SweepResult) -> np.ndarray:
+    """Env steps per agent after each update, per program: shape ``(*static axes, update)``
+    (static axes such as ``num_envs`` change the batch; -1 past a program's last update)."""
+    updates = result.metrics.episode_return.shape[-1]
+    static = [k for k in result.axes if k in static_field_names()]
+    out = np.full((*[len(result.axes[k]) for k in static], updates), -1, np.int64)
+    for index in np.ndindex(*out.shape[:-1]):
+        _, c = _program_of(result, index)
+        out[index][: c.num_updates] = (np.arange(c.num_updates) + 1) * c.batch_size
+    return out
+
+
+def _program_of(result: SweepResult, index: tuple[int, ...]) -> tuple[int, PPOConfig]:
+    """The program (static setting) holding the agents at a leading ``index``, and its config."""
+    full = (*index, *[0] * (len(result.axes) - len(index)))
+    program, _ = split_program(result.axes, full)
+    return program, result.config.replace(**static_setting(result.axes, full))
+
+
+def _check_results_target(run_dir: Path, result: SweepResult, overwrite: bool) -> None:
+    if (run_dir / "config.json").exists() and not overwrite:
+        raise RunDirError(
+            f"{run_dir} already holds a written run (config.json); pass overwrite=True "
+            "(--overwrite) to replace it, or choose another directory."
+        )
+    sweep_json = run_dir / "sweep.json"
+    if sweep_json.exists() and not overwrite:
+        spec = read_json(sweep_json, "sweep.json")
+        if spec.get("config") != config_to_json(result.config):
+            raise RunDirError(
+                f"{run_dir} holds the checkpoints of another run (its sweep.json has another "
+                "config); write these results elsewhere."
+            )
+
+
+def _success(result: SweepResult, params: list, episodes: int, seed: int) -> np.ndarray | None:
+    """Per agent (``result.shape``): the greedy success rate, or None (skipped or the env
+    has no notion of success). Each static setting is evaluated with its own config."""
+    if not episodes or not has_success(result.config):
+        return None
+    static = [k for k in result.axes if k in static_field_names()]
+    combos = list(np.ndindex(*[len(result.axes[k]) for k in static]))
+    out = np.zeros(result.shape)
+    for combo, p in zip(combos, params, strict=True):
+        _, c = _program_of(result, combo)
+        ev = evaluate(c, p, jax.random.PRNGKey(seed), episodes)
+        out[combo] = np.asarray(ev.success).mean(-1)
+    return out
 
 
 # ------------------------------------------------------------------------------- loaders ---
 def read_run(run_dir: str | Path) -> dict:
     """``config.json`` of a run directory, with ``config`` as a `PPOConfig`."""
-    path = Path(run_dir) / "config.json"
-    if not path.exists():
-        raise FileNotFoundError(f"{run_dir}: no config.json; is this a purejaxppo run directory?")
-    meta = json.loads(path.read_text())
-    meta["config"] = config_from_json(meta["config"])
+    meta = read_json(Path(run_dir) / "config.json", "config.json")
+    try:
+        meta["config"] = config_from_json(meta["config"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise CheckpointError(
+            f"{Path(run_dir) / 'config.json'}: its config is invalid ({e}); restore the file."
+        ) from e
     return meta
 
 
 def load_params(run_dir: str | Path) -> list[AbstractActorCritic]:
     """Trained parameters: one stacked network per program (static setting), each with
-    leading axes ``(*hyperparameter axes, seed)``."""
+    leading axes ``(*hyperparameter axes, seed)``. Each file's length and SHA-256 are
+    checked first: a truncated or altered ``params.eqx`` is refused, never loaded."""
     meta = read_run(run_dir)
     cfg, axes = meta["config"], meta["axes"]
     static = [len(v) for k, v in axes.items() if k in static_field_names()]
@@ -116,7 +196,14 @@ def load_params(run_dir: str | Path) -> list[AbstractActorCritic]:
         c = cfg.replace(**static_setting(axes, (*combo, *[0] * len(hyper))))
         like = _params_like(c, hyper)
         path = Path(run_dir) / _params_name(i, len(combos))
-        out.append(eqx.tree_deserialise_leaves(path, like))
+        _, payload = read_verified(path, PARAMS_FORMAT, "parameter file")
+        try:
+            out.append(eqx.tree_deserialise_leaves(io.BytesIO(payload), like))
+        except Exception as e:
+            raise CheckpointError(
+                f"{path} does not match config.json (the network's shapes differ: was "
+                "config.json edited?); restore config.json from the run that wrote it."
+            ) from e
     return out
 
 
@@ -133,13 +220,13 @@ def _write_metrics(run_dir: Path, result: SweepResult) -> None:
     m = result.metrics
     names = list(result.axes)
     updates = m.episode_return.shape[-1]
-    env_steps = (np.arange(updates) + 1) * result.config.batch_size
+    steps = env_steps(result)  # (*static axes, update)
     arrays = {f: np.asarray(getattr(m, f)) for f in Metrics._fields}
     labels = {f"axis_{k}": np.asarray([_json(x) for x in v]) for k, v in result.axes.items()}
     buf = io.BytesIO()
     np.savez(
         buf, **arrays, **labels,
-        axis_names=np.asarray([*names, "update"]), env_steps=env_steps,
+        axis_names=np.asarray([*names, "update"]), env_steps=steps,
         diverged=result.diverged,
     )  # fmt: skip
     atomic_write(run_dir / "metrics.npz", buf.getvalue())
@@ -149,28 +236,37 @@ def _write_metrics(run_dir: Path, result: SweepResult) -> None:
     values = list(result.values) if "sample" in result.axes else []
     writer.writerow([*names, *values, "update", "env_steps", *Metrics._fields])
     cols = [arrays[f].reshape(-1, updates) for f in Metrics._fields]
+    n_static = steps.ndim - 1
     for a, index in enumerate(np.ndindex(*result.shape)):
         coords = [_json(result.axes[k][i]) for k, i in zip(names, index, strict=True)]
         vals = [float(result.values[k][index[: result.values[k].ndim]]) for k in values]
+        agent_steps = steps[index[:n_static]]
         for u in range(updates):
+            if agent_steps[u] < 0:
+                break  # past this static setting's last update (NaN padding)
             row = [c[a, u] for c in cols]
-            writer.writerow([*coords, *vals, u + 1, int(env_steps[u]), *[_csv(x) for x in row]])
+            writer.writerow([*coords, *vals, u + 1, int(agent_steps[u]), *[_csv(x) for x in row]])
     atomic_write(run_dir / "metrics.csv", text.getvalue().encode())
 
 
-def _add_run_columns(rows, result: SweepResult, success, timings, num_agents) -> None:
+def _add_run_columns(rows, result: SweepResult, success, timings) -> None:
+    """Success rate over healthy seeds, and each row's own program's timings and steps/s
+    (steps trained in this call only, so a resumed run is not credited with earlier ones)."""
     setting_shape = result.shape[:-1]
+    static = [k for k in result.axes if k in static_field_names()]
+    programs = timings.get("programs") or [timings]
     for row, index in zip(rows, np.ndindex(*setting_shape), strict=True):
         healthy = ~result.diverged[index]
         if success is not None and healthy.any():
             row["success_rate"] = float(success[index][healthy].mean())
         else:
             row["success_rate"] = None
-    run_s = timings.get("run_s")
-    steps = result.config.total_timesteps * num_agents
-    for row in rows:
-        row["steps_per_s"] = steps / run_s if run_s else None
-        row["compile_s"] = timings.get("compile_s")
+        program, c = _program_of(result, index)
+        t = programs[program] if program < len(programs) else {}
+        agents = int(np.prod(result.shape[len(static) :]))
+        run_s, updates = t.get("run_s"), t.get("updates_run", c.num_updates)
+        row["steps_per_s"] = agents * updates * c.batch_size / run_s if run_s else None
+        row["compile_s"] = t.get("compile_s")
         row["run_s"] = run_s
 
 
@@ -191,7 +287,9 @@ def _write_summary(run_dir: Path, rows: list[dict], result: SweepResult) -> None
         "",
         "Final return: each seed's mean episode return over its last 10 updates, averaged over",
         "healthy seeds. IQM: interquartile mean over seeds, percentile-bootstrap 95 % CI.",
-        "Success: greedy policy, fresh episodes. Steps/s: all agents together, run only.",
+        "Success: greedy policy, fresh episodes (n/a: skipped, or the env defines no success).",
+        "Steps/s: the setting's agents together, steps trained in this sitting over its run",
+        "seconds (compile excluded).",
         "",
         "| " + " | ".join(header) + " |",
         "|" + "---|" * len(header),
@@ -226,7 +324,7 @@ _SUMMARY_COLUMNS = {
 }  # fmt: skip
 
 
-def _curves(result: SweepResult) -> dict[str, np.ndarray]:
+def _curves(result: SweepResult, healthy_only: bool = True) -> dict[str, np.ndarray]:
     ret = np.asarray(result.metrics.episode_return)
     setting_axes = list(result.axes)[:-1]
     out = {}
@@ -235,9 +333,20 @@ def _curves(result: SweepResult) -> dict[str, np.ndarray]:
         label = ", ".join(
             f"{k}={_fmt(result.axes[k][i])}" for k, i in zip(setting_axes, index, strict=True)
         )
-        if healthy.any():
+        if healthy.any() or not healthy_only:
             out[label] = ret[index][healthy]
     return out
+
+
+def _curve_steps(result: SweepResult, steps: np.ndarray) -> dict[str, np.ndarray]:
+    """Each curve's x values: its own program's env steps (NaN past its last update)."""
+    labels = list(_curves(result, healthy_only=False))
+    x = np.where(steps < 0, np.nan, steps.astype(np.float64))
+    n_static = steps.ndim - 1
+    return {
+        label: x[index[:n_static]]
+        for label, index in zip(labels, np.ndindex(*result.shape[:-1]), strict=True)
+    }
 
 
 def _best_agent(result: SweepResult) -> tuple[int, ...] | None:
@@ -311,7 +420,8 @@ def write_tensorboard(log_dir: str | Path, result: SweepResult) -> None:
     per update, and per hyperparameter setting the mean return over its healthy seeds.
 
     Written after training (or after each `purejaxppo train` run) from the metrics arrays;
-    the x axis is environment steps per agent.
+    the x axis is environment steps per agent, each static setting's own (its aggregates
+    are tagged ``<field>_<value>/``).
     """
     try:
         from tensorboardX import SummaryWriter
@@ -320,25 +430,33 @@ def write_tensorboard(log_dir: str | Path, result: SweepResult) -> None:
             "TensorBoard logging needs tensorboardX: pip install 'purejaxppo[tb]'."
         ) from e
     healthy = ~result.diverged
-    steps = (np.arange(result.metrics.episode_return.shape[-1]) + 1) * result.config.batch_size
+    all_steps = env_steps(result)  # (*static axes, update): each program's own
     writer = SummaryWriter(str(log_dir))
     try:
         import warnings
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN updates
-            for name in Metrics._fields:
-                x = np.asarray(getattr(result.metrics, name), np.float64)[healthy]  # (agents, U)
-                for stat, fn in (("mean", np.nanmean), ("min", np.nanmin), ("max", np.nanmax)):
-                    values = fn(x, axis=0) if x.size else np.full(len(steps), np.nan)
-                    for s, v in zip(steps, values, strict=True):
-                        if np.isfinite(v):
-                            writer.add_scalar(f"{name}/{stat}", float(v), int(s))
+            static = [k for k in result.axes if k in static_field_names()]
+            for program in np.ndindex(*all_steps.shape[:-1]):  # one per static setting
+                steps = all_steps[program]
+                prefix = "".join(
+                    f"{k}_{_fmt(result.axes[k][i])}/" for k, i in zip(static, program, strict=True)
+                )
+                for name in Metrics._fields:
+                    x = np.asarray(getattr(result.metrics, name), np.float64)[program]
+                    x = x[healthy[program]]  # (healthy agents, U)
+                    for stat, fn in (("mean", np.nanmean), ("min", np.nanmin), ("max", np.nanmax)):
+                        values = fn(x, axis=0) if x.size else np.full(len(steps), np.nan)
+                        for s, v in zip(steps, values, strict=True):
+                            if s >= 0 and np.isfinite(v):
+                                writer.add_scalar(f"{prefix}{name}/{stat}", float(v), int(s))
+            x_of = _curve_steps(result, all_steps)
             for label, returns in _curves(result).items():
                 mean = np.nanmean(returns, axis=0)
                 tag = "setting/" + (label.replace(", ", "/").replace("=", "_") or "all")
-                for s, v in zip(steps, mean, strict=True):
-                    if np.isfinite(v):
+                for s, v in zip(x_of[label], mean, strict=True):
+                    if np.isfinite(s) and np.isfinite(v):
                         writer.add_scalar(tag, float(v), int(s))
     finally:
         writer.close()

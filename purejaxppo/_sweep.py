@@ -16,11 +16,13 @@ update axis is padded with NaN where static settings give different numbers of u
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import json
 import numbers
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -37,11 +39,13 @@ from ._checkpoint import (
     checkpoints,
     config_from_json,
     config_to_json,
-    read_checkpoint,
+    read_newest_intact,
     write_checkpoint,
 )
 from ._config import TRACED_FIELDS, PPOConfig, static_field_names
 from ._engine import Engine, ProgressFn, agent_inputs, engine_for
+from ._memory import BUDGET_FRACTION, available_bytes, format_bytes
+from ._ownership import claim
 from ._ppo import Metrics, RunnerState
 from ._stats import bootstrap_ci, iqm
 
@@ -168,8 +172,9 @@ def sweep(
     progress: ProgressFn | None = None,
     progress_every: int = 1,
     run_dir: str | Path | None = None,
-    checkpoint_every: int | None = None,
+    checkpoint_every: int | str | None = None,
     resume: bool = False,
+    overwrite: bool = False,
     should_stop: Callable[[], bool] | None = None,
     stop_at: int | None = None,
     **axes: Any,
@@ -197,7 +202,16 @@ def sweep(
             updates for all agents together (from inside the program).
         run_dir: with ``checkpoint_every=K``, train in chunks of K updates and checkpoint
             every agent's whole state atomically into ``run_dir`` after each chunk.
-        resume: continue the sweep checkpointed in ``run_dir`` (see also `resume_sweep`).
+            ``checkpoint_every="auto"``: a tenth of the run per chunk, shortened after a
+            chunk that ran longer than `CHUNK_SECONDS`. Chunking never changes results
+            (bit for bit on CPU, tested).
+            The directory is locked while the sweep runs (one writer); a directory that
+            already holds a run is refused unless ``resume`` or ``overwrite`` is given.
+            Static fields run one program after another, each with its own checkpoints.
+        resume: continue the sweep checkpointed in ``run_dir`` (see also `resume_sweep`),
+            from its newest intact checkpoint (a damaged newer one is skipped, with a
+            warning).
+        overwrite: delete the run already in ``run_dir`` first.
         should_stop: polled after each chunk; ``True`` stops with a valid checkpoint and a
             result whose ``finished`` is False.
         stop_at: stop at the first checkpoint at or past this many env steps per agent
@@ -205,10 +219,10 @@ def sweep(
         **axes: field name → list of values (grid) or (low, high) (random).
     """
     seed_list = _seeds(seeds)
-    _check_axes(cfg, axes, search)
+    check_axes(cfg, axes, search)
     static_axes = {k: list(v) for k, v in axes.items() if k in static_field_names()}
     traced_axes = {k: v for k, v in axes.items() if k not in static_axes}
-    chunked = _check_chunking(run_dir, checkpoint_every, resume, static_axes)
+    chunked = _check_chunking(run_dir, checkpoint_every, resume)
     bad_stop = not isinstance(stop_at, int) or isinstance(stop_at, bool) or stop_at < 1
     if stop_at is not None and (not chunked or bad_stop):
         raise ValueError(
@@ -238,30 +252,42 @@ def sweep(
         raise ValueError(f"sweep(search={search!r}): use 'grid' or 'random'.")
 
     run = dict(mesh=mesh, progress=progress, progress_every=progress_every)
-    finished = True
-    t0 = time.perf_counter()
-    compile_before = Engine.total_compile_seconds
-    if chunked:
-        spec = {
-            "config": config_to_json(cfg),
-            "seeds": seed_list,
-            "search": search,
-            "num_samples": num_samples,
-            "sample_seed": sample_seed,
-            "divergence_grad_norm": divergence_grad_norm,
-            "axes": {k: [float(x) for x in v] for k, v in axes.items()},
-        }
-        r = _run_chunked(
-            cfg, values, seed_list, spec, Path(run_dir), checkpoint_every, resume, should_stop,
-            stop_at, **run,
-        )  # fmt: skip
-        results, finished = [r[:2]], r[2]
-    else:
-        static_combos = list(itertools.product(*static_axes.values())) or [()]
-        results = []
-        for combo in static_combos:
-            base = cfg.replace(**dict(zip(static_axes, combo, strict=True)))
-            results.append(_run(base, values, seed_list, **run))
+    static_combos = list(itertools.product(*static_axes.values())) or [()]
+    bases = [cfg.replace(**dict(zip(static_axes, c, strict=True))) for c in static_combos]
+    num_agents = len(seed_list) * (num_samples if search == "random" else _count(hyper_axes))
+    check_host_memory(bases, num_agents, chunked)
+    spec = {
+        "config": config_to_json(cfg),
+        "seeds": seed_list,
+        "search": search,
+        "num_samples": num_samples,
+        "sample_seed": sample_seed,
+        "divergence_grad_norm": divergence_grad_norm,
+        "axes": {k: [int(x) if k in static_axes else float(x) for x in v] for k, v in axes.items()},
+    }
+    owner = contextlib.nullcontext()
+    if chunked and jax.process_index() == 0:  # one writer: process 0 of a multi-host run
+        owner = claim(run_dir, "resume" if resume else "overwrite" if overwrite else "new")
+    results, programs = [], []
+    with owner:
+        if chunked:
+            run_id = _start_or_check(Path(run_dir), spec, checkpoint_every, resume)
+        for i, base in enumerate(bases):
+            compile_before, t0 = Engine.total_compile_seconds, time.perf_counter()
+            if chunked:
+                runs_chunks = not results or results[-1][2]  # stopped: later programs wait
+                r = _run_chunked(
+                    base, values, seed_list, {"sweep": spec, "run": run_id}, Path(run_dir),
+                    checkpoint_every, should_stop, stop_at, None if len(bases) == 1 else i,
+                    runs_chunks, **run,
+                )  # fmt: skip
+            else:
+                r = (*_run(base, values, seed_list, **run), True, base.num_updates)
+            compile_s = Engine.total_compile_seconds - compile_before
+            run_s = time.perf_counter() - t0 - compile_s
+            programs.append({"compile_s": compile_s, "run_s": run_s, "updates_run": r[3]})
+            results.append(r)
+    finished = all(r[2] for r in results)
 
     num_updates = max(r[0].episode_return.shape[-1] for r in results)
     metrics = [_pad_updates(r[0], num_updates) for r in results]
@@ -272,8 +298,11 @@ def sweep(
         state = jax.tree.map(stack, *states)
     except ValueError:  # different static shapes: keep a list per static setting
         state = states
-    compile_s = Engine.total_compile_seconds - compile_before
-    timings = {"compile_s": compile_s, "run_s": time.perf_counter() - t0 - compile_s}
+    timings = {
+        "compile_s": sum(p["compile_s"] for p in programs),
+        "run_s": sum(p["run_s"] for p in programs),
+        "programs": programs,  # one per static setting, in order
+    }
     ndim = len(hyper_axes) + 1  # before the static axes are stacked and updates padded
     diverged = stack(*[_diverged(r[1], r[0], ndim, divergence_grad_norm) for r in results])
     all_axes = {**static_axes, **hyper_axes, "seed": seed_list}
@@ -303,10 +332,7 @@ def resume_sweep(
     The result equals that of the uninterrupted sweep, bit for bit on CPU. The device count
     may differ from the first run's (checkpoints hold the agents without padding).
     """
-    path = Path(run_dir) / "sweep.json"
-    if not path.exists():
-        raise CheckpointError(f"{run_dir}: no sweep.json; is this a purejaxppo sweep directory?")
-    spec = json.loads(path.read_text())
+    spec = read_json(Path(run_dir) / "sweep.json", "sweep.json")
     return sweep(
         config_from_json(spec["config"]),
         spec["seeds"],
@@ -326,20 +352,20 @@ def resume_sweep(
     )
 
 
-def _check_chunking(run_dir, checkpoint_every, resume, static_axes) -> bool:
+def _check_chunking(run_dir, checkpoint_every, resume) -> bool:
     if run_dir is None:
         if checkpoint_every is not None or resume:
             raise ValueError("sweep: checkpoint_every= and resume= need run_dir=<directory>.")
         return False
-    if checkpoint_every is None or not isinstance(checkpoint_every, int) or checkpoint_every < 1:
+    ok = checkpoint_every == "auto" or (
+        isinstance(checkpoint_every, int)
+        and not isinstance(checkpoint_every, bool)
+        and checkpoint_every >= 1
+    )
+    if not ok:
         raise ValueError(
             f"sweep(run_dir=...): checkpoint_every={checkpoint_every!r}; give a positive int "
-            "(updates per chunk and checkpoint)."
-        )
-    if static_axes:
-        raise ValueError(
-            f"sweep(run_dir=...): static fields {sorted(static_axes)} give one program per "
-            "value; checkpoint one sweep per static value (separate run_dirs) instead."
+            "(updates per chunk and checkpoint) or 'auto'."
         )
     return True
 
@@ -382,57 +408,164 @@ def train_with_checkpoints(
     return state, metrics, res.finished
 
 
+def _start_or_check(run_dir: Path, spec: dict, every: int, resume: bool) -> str:
+    """Write a new run's ``sweep.json``, or check a resumed one's; returns the run's id."""
+    path = run_dir / "sweep.json"
+    if resume:
+        stored = read_json(path, "sweep.json")
+        if {k: v for k, v in stored.items() if k not in ("checkpoint_every", "run")} != spec:
+            raise CheckpointError(f"{run_dir}: sweep.json describes a different sweep.")
+        return stored.get("run", "")
+    run_id = uuid.uuid4().hex
+    if jax.process_index() == 0:
+        text = json.dumps({**spec, "checkpoint_every": every, "run": run_id}, indent=1)
+        atomic_write(path, text.encode())
+    return run_id
+
+
 def _run_chunked(
-    base, values, seeds, spec, run_dir: Path, every, resume, should_stop, stop_at, **run
-):
-    """`_run` in chunks of ``every`` updates with a checkpoint of every agent after each."""
+    base, values, seeds, identity, run_dir: Path, every, should_stop, stop_at, program,
+    runs_chunks=True, **run,
+):  # fmt: skip
+    """`_run` in chunks of ``every`` updates with a checkpoint of every agent after each.
+
+    Starts from the newest intact checkpoint of ``program`` when there is one. Returns
+    ``(metrics, state, finished, updates_run)``; ``runs_chunks=False`` only loads or
+    initialises (a sweep stopped before this static setting's turn).
+    """
     keys, hparams, shape = agent_inputs(base, values, seeds)
     n = len(keys)
     agents = engine_for(base, **run)
-    identity = {"sweep": spec}
-    state_shape, metrics_shape = agents.shapes(keys, hparams)
     updates = base.num_updates
-    like = jax.tree.map(lambda x: np.zeros(x.shape, x.dtype), state_shape)
-    metrics_like = jax.tree.map(lambda x: np.zeros((n, updates), x.dtype), metrics_shape)
-    if resume:
-        found = checkpoints(run_dir)
-        if not found:
-            raise CheckpointError(f"{run_dir}: no checkpoint to resume from.")
-        stored = json.loads((run_dir / "sweep.json").read_text())
-        if {k: v for k, v in stored.items() if k != "checkpoint_every"} != spec:
-            raise CheckpointError(f"{run_dir}: sweep.json describes a different sweep.")
-        state, metrics = read_checkpoint(found[-1], identity, (like, metrics_like))
+    loaded = None
+    if checkpoints(run_dir, program):  # the template costs a trace of the update: only now
+        state_shape, metrics_shape = agents.shapes(keys, hparams)
+        like = jax.tree.map(lambda x: np.zeros(x.shape, x.dtype), state_shape)
+        metrics_like = jax.tree.map(lambda x: np.zeros((n, updates), x.dtype), metrics_shape)
+        loaded = read_newest_intact(run_dir, identity, (like, metrics_like), program)
+    if loaded is not None:
+        state, metrics = loaded
         done = int(state.update[0])
     else:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write(
-            run_dir / "sweep.json",
-            json.dumps({**spec, "checkpoint_every": every}, indent=1).encode(),
-        )
-        state = agents.init(keys, hparams)
-        metrics = jax.tree.map(
-            lambda x: np.full(x.shape, np.nan if x.dtype.kind == "f" else 0, x.dtype),
-            metrics_like,
-        )
-        done = 0
-    finished = True
-    while done < updates:
-        k = min(every, updates - done)
+        state, metrics, done = agents.init(keys, hparams), None, 0
+    start, writer = done, jax.process_index() == 0
+    size = auto_chunk(updates) if every == "auto" else every
+    while runs_chunks and done < updates:
+        k = min(size, updates - done)
+        t0, compile_before = time.perf_counter(), agents.compile_seconds
         state, chunk = agents.run(state, hparams, k)
         chunk = agents.strip(chunk, n)
+        seconds = time.perf_counter() - t0 - (agents.compile_seconds - compile_before)
+        if every == "auto":
+            size = shorter_chunk(size, seconds / k)
+        if metrics is None:  # NaN (0 for counts) until an update fills it: never stale
+            metrics = jax.tree.map(lambda c: _unfilled((n, updates), c.dtype), chunk)
         metrics = jax.tree.map(lambda m, c, d=done: _set_updates(m, c, d), metrics, chunk)
         done += k
-        write_checkpoint(run_dir, identity, done, (agents.strip(state, n), metrics))
+        if writer:
+            write_checkpoint(run_dir, identity, done, (agents.strip(state, n), metrics), program)
         stop = should_stop is not None and should_stop()
         if done < updates and (stop or (stop_at is not None and done * base.batch_size >= stop_at)):
-            finished = False
             break
     state = agents.strip(state, n)
-    return _unflatten(metrics, shape), _unflatten(state, shape), finished
+    if metrics is None:  # no chunk ran (a static setting whose turn had not come)
+        _, metrics_shape = agents.shapes(keys, hparams)
+        metrics = jax.tree.map(lambda x: _unfilled((n, updates), x.dtype), metrics_shape)
+    return _unflatten(metrics, shape), _unflatten(state, shape), done == updates, done - start
+
+
+def _unfilled(shape: tuple[int, ...], dtype) -> np.ndarray:
+    return np.full(shape, np.nan if np.dtype(dtype).kind == "f" else 0, dtype)
+
+
+#: ``checkpoint_every="auto"``: the longest a chunk should run, so that a SIGTERM (which
+#: stops at the end of the chunk, with a checkpoint) is honoured well within a typical
+#: preemption grace period, and a SIGKILL loses at most this much work.
+CHUNK_SECONDS = 60.0
+
+
+def auto_chunk(num_updates: int) -> int:
+    """The first chunk size of ``checkpoint_every="auto"``: about a tenth of the run, a
+    divisor of ``num_updates`` where one lies between a twentieth and a tenth (one compiled
+    chunk program instead of two)."""
+    target = -(-num_updates // 10)
+    for k in range(target, max(1, num_updates // 20) - 1, -1):
+        if num_updates % k == 0:
+            return k
+    return target
+
+
+def shorter_chunk(size: int, seconds_per_update: float) -> int:
+    """After a chunk: ``size``, or the largest divisor of it that runs within
+    `CHUNK_SECONDS` (a divisor, so the remaining updates still split into whole chunks)."""
+    if size * seconds_per_update <= CHUNK_SECONDS:
+        return size
+    for k in range(size - 1, 0, -1):
+        if size % k == 0 and k * seconds_per_update <= CHUNK_SECONDS:
+            return k
+    return 1
+
+
+def read_json(path: Path, what: str) -> dict:
+    """A run directory's JSON file, or one line naming the file and what to do."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except FileNotFoundError as e:
+        raise CheckpointError(f"{path}: no {what}; is this a purejaxppo run directory?") from e
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CheckpointError(
+            f"{path}: unreadable {what} ({e}); the file is damaged: restore it from a copy."
+        ) from e
+    if not isinstance(data, dict):
+        raise CheckpointError(f"{path}: {what} is not a JSON object; the file is damaged.")
+    return data
+
+
+def check_host_memory(bases: list[PPOConfig], num_agents: int, chunked: bool) -> None:
+    """Refuse, before compiling, a sweep whose host-side arrays cannot fit in memory: the
+    metrics of every update (10 float32 fields per agent per update: they grow with
+    total_timesteps) and the agents' final states (with checkpoints: the host copy, its
+    serialisation and the file's bytes). The program's own memory is the engine's check."""
+    from ._ppo import init_state
+
+    have = int(available_bytes() * BUDGET_FRACTION)
+    metrics = sum(num_agents * b.num_updates * len(Metrics._fields) * 4 for b in bases)
+    if metrics > have:
+        fit = have // max(1, metrics // num_agents)
+        updates = sum(b.num_updates for b in bases)
+        fix = (
+            f"train at most {fit} agents at once"
+            if fit
+            else f"lower total_timesteps (about {updates * have // metrics:,} updates fit)"
+        )
+        raise ValueError(
+            f"the metrics of {num_agents} agent(s) × {max(b.num_updates for b in bases):,} "
+            f"updates need {format_bytes(metrics)}, and {format_bytes(have)} is available; "
+            f"{fix}."
+        )
+    per_agent = metrics / num_agents
+    for b in bases:
+        env = engine_for(b, mesh=False).env
+        state = jax.eval_shape(lambda k, b=b, env=env: init_state(b, env, k), jax.random.PRNGKey(0))
+        per_agent += sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(state)) * (
+            4 if chunked else 2
+        )
+    if per_agent * num_agents > have:
+        raise ValueError(
+            f"{num_agents} agent(s) need {format_bytes(per_agent * num_agents)} of host memory "
+            f"for their states and metrics ({format_bytes(per_agent)} each), and "
+            f"{format_bytes(have)} is available; train at most {int(have // per_agent)} "
+            "agents at once."
+        )
+
+
+def _count(hyper_axes: dict) -> int:
+    return int(np.prod([len(v) for v in hyper_axes.values()])) if hyper_axes else 1
 
 
 def _set_updates(m: np.ndarray, c: np.ndarray, start: int) -> np.ndarray:
-    m = np.array(m)
+    if not m.flags.writeable:  # loaded from a checkpoint: copy once, then fill in place
+        m = np.array(m)
     m[:, start : start + c.shape[1]] = c
     return m
 
@@ -486,7 +619,9 @@ def _seeds(seeds) -> list[int]:
     return [int(s) for s in seeds]
 
 
-def _check_axes(cfg: PPOConfig, axes: dict, search: str) -> None:
+def check_axes(cfg: PPOConfig, axes: dict, search: str) -> None:
+    """Refuse a bad sweep axis (unknown field, empty, not numbers, a value the config
+    refuses, a random range given high to low) before anything compiles."""
     fields = set(TRACED_FIELDS) | set(static_field_names())
     for name, vals in axes.items():
         if name not in fields:
@@ -508,8 +643,17 @@ def _check_axes(cfg: PPOConfig, axes: dict, search: str) -> None:
                 )
             if arr.dtype.kind not in "iuf" or arr.dtype == bool:
                 raise ValueError(f"sweep: {name}={list(vals)!r} must be numbers.")
-            if search == "random" and len(vals) != 2:
-                raise ValueError(f"sweep(search='random'): {name} must be a (low, high) range.")
+            if search == "random":
+                if len(vals) != 2:
+                    raise ValueError(f"sweep(search='random'): {name} must be a (low, high) range.")
+                low, high = (float(v) for v in vals)
+                if not low < high:
+                    raise ValueError(
+                        f"sweep(search='random'): {name}=({low:g}, {high:g}) must be given "
+                        f"low to high, e.g. ({min(low, high):g}, {max(low, high):g})."
+                    )
+                for v in (low, high):  # both ends must make a valid config
+                    cfg.replace(**{name: v})
             if search == "grid":
                 for v in vals:  # every value must make a valid config on its own
                     cfg.replace(**{name: float(v)})

@@ -21,6 +21,7 @@ from purejaxppo import (
     train_with_checkpoints,
 )
 from purejaxppo._checkpoint import checkpoints
+from purejaxppo._ownership import RunDirWarning
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -77,7 +78,10 @@ def resume(run_dir, cfg=CFG, seed=3):
 def test_truncated_checkpoint_is_refused(one_checkpoint):
     data = one_checkpoint.read_bytes()
     one_checkpoint.write_bytes(data[:-1])
-    with pytest.raises(CheckpointError, match="truncated"):
+    with (
+        pytest.warns(RunDirWarning, match="truncated.*No older checkpoint"),
+        pytest.raises(CheckpointError, match="no intact checkpoint"),
+    ):
         resume(one_checkpoint.parent)
 
 
@@ -85,8 +89,25 @@ def test_flipped_byte_is_refused(one_checkpoint):
     data = bytearray(one_checkpoint.read_bytes())
     data[-100] ^= 0x01
     one_checkpoint.write_bytes(bytes(data))
-    with pytest.raises(CheckpointError, match="corrupted"):
+    with (
+        pytest.warns(RunDirWarning, match="corrupted"),
+        pytest.raises(CheckpointError, match="no intact checkpoint"),
+    ):
         resume(one_checkpoint.parent)
+
+
+def test_resume_falls_back_past_a_truncated_checkpoint(tmp_path, uninterrupted):
+    kwargs = dict(seed=3, checkpoint_every=1)
+    stops = iter([False, True])
+    train_with_checkpoints(CFG, tmp_path, **kwargs, should_stop=lambda: next(stops))
+    older, newest = checkpoints(tmp_path)
+    newest.write_bytes(newest.read_bytes()[:-10])  # a disk that filled up mid-copy
+    with pytest.warns(RunDirWarning, match=f"truncated.*Resuming from {older.name} instead"):
+        state, metrics, finished = train_with_checkpoints(CFG, tmp_path, **kwargs, resume=True)
+    assert finished
+    ref_state, ref_metrics = uninterrupted
+    assert tree_equal(state.params, ref_state.params)
+    assert tree_equal(metrics, ref_metrics)
 
 
 def test_checkpoint_of_another_config_or_seed_is_refused(one_checkpoint):
@@ -98,7 +119,10 @@ def test_checkpoint_of_another_config_or_seed_is_refused(one_checkpoint):
 
 def test_garbage_file_is_refused(one_checkpoint):
     one_checkpoint.write_bytes(b"\x00\x01 not a checkpoint")
-    with pytest.raises(CheckpointError, match="not a purejaxppo checkpoint"):
+    with (
+        pytest.warns(RunDirWarning, match="not a purejaxppo checkpoint"),
+        pytest.raises(CheckpointError, match="no intact checkpoint"),
+    ):
         resume(one_checkpoint.parent)
 
 
@@ -195,12 +219,26 @@ def test_bad_sweep_checkpoints_are_refused(tmp_path):
     (path,) = checkpoints(tmp_path)
     data = path.read_bytes()
     path.write_bytes(data[:-1])
-    with pytest.raises(CheckpointError, match="truncated"):
+    with pytest.warns(RunDirWarning), pytest.raises(CheckpointError, match="no intact"):
         resume_sweep(tmp_path)
     path.write_bytes(data)
     with pytest.raises(CheckpointError, match="describes a different sweep"):
         sweep(CFG, seeds=2, lr=[3e-4], run_dir=tmp_path, checkpoint_every=2, resume=True)
-    with pytest.raises(ValueError, match="static fields \\['num_envs'\\]"):
-        sweep(CFG, num_envs=[4, 8], run_dir=tmp_path / "x", checkpoint_every=2)
     with pytest.raises(ValueError, match="need run_dir"):
         sweep(CFG, checkpoint_every=2)
+
+
+@pytest.mark.slow
+def test_a_static_sweep_checkpoints_each_program_and_resumes_exactly(tmp_path):
+    kwargs = dict(seeds=1, num_envs=[4, 8], run_dir=tmp_path, checkpoint_every=2)
+    stopped = sweep(CFG, **kwargs, should_stop=lambda: True)
+    assert not stopped.finished
+    assert [p.name for p in checkpoints(tmp_path, 0)] == ["ckpt-p0-00000002.eqx"]
+    assert checkpoints(tmp_path, 1) == []  # its turn had not come
+    resumed = resume_sweep(tmp_path)
+    assert resumed.finished
+    assert [p.name for p in checkpoints(tmp_path, 1)][-1] == "ckpt-p1-00000002.eqx"
+    whole = sweep(CFG, seeds=1, num_envs=[4, 8])
+    assert tree_equal(resumed.metrics, whole.metrics)
+    programs = resumed.timings["programs"]  # this sitting's work only: for steps/s
+    assert [p["updates_run"] for p in programs] == [2, 2]

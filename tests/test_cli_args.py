@@ -25,8 +25,8 @@ def test_bad_flag_value_is_a_clear_error(capsys):
     assert code == 2 and "--num-envs" in err and "many" in err
     code, _, err = cli(capsys, "sweep", "--seeds", "2")
     assert code == 2 and "--sweep.<field>" in err
-    code, _, err = cli(capsys, "train", "--stop-at", "1000")
-    assert code == 2 and "--stop-at 1000" in err and "--checkpoint-every" in err
+    code, _, err = cli(capsys, "train", "--stop-at", "1000", "--checkpoint-every", "0")
+    assert code == 2 and "--stop-at 1000" in err and "--checkpoint-every 0" in err
     code, _, err = cli(capsys, "train", "--env", "Mazee-v0")
     assert code == 2 and "PPOConfig.env='Mazee-v0' is invalid" in err and "Maze-v0" in err
 

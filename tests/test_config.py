@@ -1,5 +1,7 @@
 """PPOConfig: defaults are the seed's; bad values are refused with the field and the fix."""
 
+import math
+
 import jax
 import jax.numpy as jnp
 import pytest
@@ -81,7 +83,7 @@ def test_random_valid_configs_construct_and_invalid_ones_are_refused():
         lr=st.floats(1e-7, 1.0),
         gamma=st.floats(1e-3, 1.0),
         lam=st.floats(1e-3, 1.0),
-        clip=st.floats(0.0, 10.0),
+        clip=st.floats(1e-6, 10.0),
         ent=st.floats(0.0, 1.0),
     )
     def valid(num_envs, num_steps, updates, mb_divisor, lr, gamma, lam, clip, ent):
@@ -100,17 +102,22 @@ def test_random_valid_configs_construct_and_invalid_ones_are_refused():
             st.floats(max_value=-1e-9),
             st.floats(min_value=1.0 + 1e-6, max_value=1e6),
             st.just(float("nan")),
+            st.just(float("inf")),
+            st.just(0.0),
         ),
     )
     def invalid(field, value):
-        bad = {
-            "lr": value <= 0 or value != value,
-            "gamma": not (0 < value <= 1),
-            "gae_lambda": not (0 < value <= 1),
-            "clip_eps": value < 0 or value != value,
-            "ent_coef": value < 0 or value != value,
-            "vf_coef": value < 0 or value != value,
-        }[field]
+        bad = (
+            not math.isfinite(value)
+            or {
+                "lr": value <= 0,
+                "gamma": not (0 < value <= 1),
+                "gae_lambda": not (0 < value <= 1),
+                "clip_eps": value <= 0,
+                "ent_coef": value < 0,
+                "vf_coef": value < 0,
+            }[field]
+        )
         if bad:
             with pytest.raises(ValueError, match=f"PPOConfig.{field}="):
                 PPOConfig(**{field: value})

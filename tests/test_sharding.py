@@ -68,9 +68,9 @@ def test_one_compile_and_each_device_holds_its_shard():
         """
         agents = Engine(SMALL)  # default: every device
         keys = jnp.stack([jax.random.PRNGKey(s) for s in range(6)])
-        hp = dataclasses.replace(SMALL.traced(), lr=jnp.full(6, 3e-4), ent_coef=jnp.full(6, 0.01))
+        hp = SMALL.traced().batched(lr=jnp.full(6, 3e-4), ent_coef=jnp.full(6, 0.01))
         state, metrics = agents(keys, hp)
-        hp2 = dataclasses.replace(hp, lr=jnp.full(6, 1e-3))
+        hp2 = hp.batched(lr=jnp.full(6, 1e-3))
         agents(jnp.stack([jax.random.PRNGKey(s) for s in range(6, 12)]), hp2)  # no retrace
         out["traces"] = agents.num_traces
         out["padded"] = agents.padded(6)

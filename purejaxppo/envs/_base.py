@@ -38,6 +38,10 @@ class Env:
     max_episode_steps: int  # the time limit: evaluation plays at most this many steps
     can_truncate: bool = False  # True: steps carry `final_obs` and truncation bootstraps
     has_refresh: bool = False  # True: `refresh` runs once per update (instance pools)
+    # An episode that ends with at least this return solved the task (Maze: reached the
+    # target; Minesweeper: cleared the board). None: the env has no notion of success, and
+    # evaluations report none rather than a number that means nothing.
+    success_return: float | None = None
 
     @property
     def action_dims(self) -> tuple[int, ...]:

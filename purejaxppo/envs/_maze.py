@@ -52,6 +52,7 @@ class JumanjiMaze(Env):
         self.obs_shape = (planes, h, w) if view == "full" else (planes, 2 * h - 1, 2 * w - 1)
         self.obs_dtype = jnp.uint8
         self.max_episode_steps = int(self.env.time_limit)
+        self.success_return = 1.0  # the target's reward; every other step gives 0
         self.pool_size = pool_size
         self.refresh_count = refresh
         self.has_refresh = pool_size > 0

@@ -35,6 +35,7 @@ class TimeInput(Env):
         self.max_episode_steps = env.max_episode_steps
         self.can_truncate = env.can_truncate
         self.has_refresh = env.has_refresh
+        self.success_return = env.success_return
         shape = env.obs_shape
         self.obs_shape = (shape[0] + 1, *shape[1:])
         self.obs_dtype = jnp.float32

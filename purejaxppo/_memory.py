@@ -1,0 +1,85 @@
+"""How much memory a program may use, and how much a compiled program needs.
+
+Used before anything runs: a population too large for the device is split into groups that
+run one after another inside the same program (`Engine`), or refused with the estimate and
+the largest count that fits, instead of dying with RESOURCE_EXHAUSTED after minutes.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import jax
+
+#: Share of the available memory a program may plan to use (the rest: the host's own
+#: arrays, checkpoint buffers, XLA's fragmentation).
+BUDGET_FRACTION = 0.8
+
+
+def available_bytes(device: jax.Device | None = None) -> int:
+    """Free memory of ``device`` (default: the first one): an accelerator's free bytes, or
+    on CPU the host's available memory, within the container's cgroup limit if it has one.
+    The environment variable ``PUREJAXPPO_MEMORY_BYTES`` overrides it (tests, shared hosts)."""
+    override = os.environ.get("PUREJAXPPO_MEMORY_BYTES")
+    if override:
+        return int(float(override))
+    device = device or jax.devices()[0]
+    if device.platform != "cpu":
+        stats = device.memory_stats() or {}
+        if "bytes_limit" in stats:
+            return int(stats["bytes_limit"] - stats.get("bytes_in_use", 0))
+    return _host_available()
+
+
+def program_bytes(compiled) -> int:
+    """Peak memory XLA plans for a compiled program: arguments, outputs and temporaries
+    (less what outputs alias from arguments)."""
+    m = compiled.memory_analysis()
+    return int(
+        m.argument_size_in_bytes
+        + m.output_size_in_bytes
+        + m.temp_size_in_bytes
+        - m.alias_size_in_bytes
+    )
+
+
+def format_bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} TB"  # pragma: no cover
+
+
+def _host_available() -> int:
+    free = None
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                free = int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    if free is None:
+        free = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+    limit = _cgroup_room()
+    return min(free, limit) if limit is not None else free
+
+
+def _cgroup_room() -> int | None:
+    """Room left under a cgroup v2 (or v1) memory limit, if one is set."""
+    for limit_file, usage_file in (
+        ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+        (
+            "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+            "/sys/fs/cgroup/memory/memory.usage_in_bytes",
+        ),
+    ):
+        try:
+            raw = Path(limit_file).read_text().strip()
+            if raw == "max" or int(raw) > 1 << 60:
+                return None
+            return int(raw) - int(Path(usage_file).read_text().strip())
+        except (OSError, ValueError):
+            continue
+    return None
