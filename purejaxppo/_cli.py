@@ -480,9 +480,11 @@ def _print_summary(cfg, result, rows, timings, run_dir) -> None:
     n = int(np.prod(result.shape))
     print(f"  agents                            {n}")
     print(f"  env steps per agent               {cfg.total_timesteps:,}")
-    steps = sum(r["steps_per_s"] * r["run_s"] for r in rows if r["steps_per_s"] and r["run_s"])
+    from ._rundir import steps_trained
+
     if timings["run_s"] > 0:
-        print(f"  steps/s (this sitting, run only)  {steps / timings['run_s']:,.0f}")
+        steps = steps_trained(result) / timings["run_s"]
+        print(f"  steps/s (this sitting, run only)  {steps:,.0f}")
     print(f"  compile s                         {timings['compile_s']:.2f}")
     print(f"  run s                             {timings['run_s']:.2f}")
     print(f"  total s                           {timings['total_s']:.2f}")

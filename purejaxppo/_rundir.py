@@ -138,6 +138,20 @@ def _program_of(result: SweepResult, index: tuple[int, ...]) -> tuple[int, PPOCo
     return program, result.config.replace(**static_setting(result.axes, full))
 
 
+def steps_trained(result: SweepResult) -> int:
+    """Env steps of every agent together trained by the call that made ``result`` (after a
+    resume: since the resume), each static setting with its own batch."""
+    static = [k for k in result.axes if k in static_field_names()]
+    programs = result.timings.get("programs") or [{}]
+    agents = int(np.prod(result.shape[len(static) :]))
+    total = 0
+    for i, combo in enumerate(np.ndindex(*[len(result.axes[k]) for k in static])):
+        _, c = _program_of(result, combo)
+        updates = programs[i].get("updates_run", c.num_updates) if i < len(programs) else 0
+        total += agents * updates * c.batch_size
+    return total
+
+
 def _check_results_target(run_dir: Path, result: SweepResult, overwrite: bool) -> None:
     if (run_dir / "config.json").exists() and not overwrite:
         raise RunDirError(
@@ -250,8 +264,9 @@ def _write_metrics(run_dir: Path, result: SweepResult) -> None:
 
 
 def _add_run_columns(rows, result: SweepResult, success, timings) -> None:
-    """Success rate over healthy seeds, and each row's own program's timings and steps/s
-    (steps trained in this call only, so a resumed run is not credited with earlier ones)."""
+    """Success rate over healthy seeds, and each row's own program's timings and steps/s:
+    all agents of that program together (settings that share a program share its figure),
+    steps trained in this call only, so a resumed run is not credited with earlier ones."""
     setting_shape = result.shape[:-1]
     static = [k for k in result.axes if k in static_field_names()]
     programs = timings.get("programs") or [timings]
@@ -288,8 +303,8 @@ def _write_summary(run_dir: Path, rows: list[dict], result: SweepResult) -> None
         "Final return: each seed's mean episode return over its last 10 updates, averaged over",
         "healthy seeds. IQM: interquartile mean over seeds, percentile-bootstrap 95 % CI.",
         "Success: greedy policy, fresh episodes (n/a: skipped, or the env defines no success).",
-        "Steps/s: the setting's agents together, steps trained in this sitting over its run",
-        "seconds (compile excluded).",
+        "Steps/s: all agents of the row's program together (one program per static setting),",
+        "steps trained in this sitting over its run seconds (compile excluded).",
         "",
         "| " + " | ".join(header) + " |",
         "|" + "---|" * len(header),

@@ -396,7 +396,7 @@ def train_with_checkpoints(
     ``purejaxppo train --resume`` continue it), returning the agent's own ``(state, metrics,
     finished)`` without the seed axis. Results equal ``make_train(cfg)(PRNGKey(seed))`` bit
     for bit on CPU; ``resume=True`` continues from the last checkpoint, which must have been
-    written for the same ``cfg`` and ``seed``.
+    written for the same ``cfg`` and ``seed`` (a damaged newest one is skipped, with a warning).
     """
     if not isinstance(checkpoint_every, int) or checkpoint_every < 1:
         raise ValueError(f"checkpoint_every={checkpoint_every!r}: need a positive int.")

@@ -262,6 +262,9 @@ def test_a_static_sweep_labels_each_programs_env_steps(static_sweep_dir):
     programs = res.timings["programs"]
     assert len(programs) == 2 and programs[0]["run_s"] != programs[1]["run_s"]
     assert [r["run_s"] for r in summary] == [f"{p['run_s']:.6g}" for p in programs]
+    from purejaxppo._rundir import steps_trained
+
+    assert steps_trained(res) == 2 * (3 * 128 + 1 * 384)  # 2 seeds, each program's own batch
 
 
 def test_success_is_reported_only_for_envs_that_define_it():
@@ -391,7 +394,9 @@ def test_a_population_too_big_for_one_pass_is_split_and_equals_one_program(monke
     assert tree_equal(again, solo)  # one program, one batch shape: bitwise
 
 
-def test_metrics_that_cannot_fit_are_refused_before_compiling(monkeypatch, no_compiling):
+def test_metrics_that_cannot_fit_are_refused_before_compiling(
+    monkeypatch, no_compiling, tmp_path, capsys
+):
     monkeypatch.setenv("PUREJAXPPO_MEMORY_BYTES", str(10**9))
     big = SMALL.replace(total_timesteps=128 * 10**8)
     with pytest.raises(ValueError, match="metrics of 4 agent.*100,000,000 updates need"):
@@ -399,6 +404,9 @@ def test_metrics_that_cannot_fit_are_refused_before_compiling(monkeypatch, no_co
     monkeypatch.setenv("PUREJAXPPO_MEMORY_BYTES", str(10**7))
     with pytest.raises(ValueError, match="1000 agent.*host memory.*train at most \\d+ agents"):
         sweep(SMALL, seeds=1000)
+    code, _, err = cli(capsys, "train", *SMALL_FLAGS, "--seeds", "1000", "--run-dir",
+                       str(tmp_path / "r"))  # fmt: skip
+    assert code == 2 and one_line(err) and "train at most" in err
 
 
 def test_the_memory_budget_reads_the_host(monkeypatch):
