@@ -31,6 +31,8 @@ _CLI_TYPES: dict[str, Any] = {
     "conv_channels": tuple[int, ...],
     "mlp_widths": tuple[int, ...],
     "max_grad_norm": float | None,
+    "normalize_obs": bool | None,
+    "normalize_reward": bool | None,
 }
 
 
@@ -628,9 +630,11 @@ def _eval(cmd: EvalCmd) -> int:
     import numpy as np
 
     from ._axes import coords_of, flat_index, split_program, static_setting
+    from ._distributions import policy_distribution
     from ._evaluate import evaluate, policy_of
     from ._figures import write_gif
-    from ._rundir import load_params, read_run
+    from ._rundir import load_agents, read_run
+    from .envs import make_env
 
     meta = read_run(cmd.run_dir)
     cfg, axes = meta["config"], meta["axes"]
@@ -639,14 +643,14 @@ def _eval(cmd: EvalCmd) -> int:
         raise ValueError(f"--agent {cmd.agent}: this run has agents 0..{n - 1}.")
     if cmd.episodes < 1:
         raise ValueError(f"--episodes {cmd.episodes}: need at least one.")
-    params = load_params(cmd.run_dir)
+    agents = load_agents(cmd.run_dir)
     key = jax.random.PRNGKey(cmd.seed)
-    per_program = n // len(params)
+    per_program = n // len(agents)
     results = []  # flat agent order: row-major over the axes, static axes first
-    for p in params:
+    for p, norm in agents:
         index = flat_index(axes, len(results))
         ev = evaluate(cfg.replace(**static_setting(axes, index)), p, key, cmd.episodes,
-                      greedy=not cmd.sampled)  # fmt: skip
+                      greedy=not cmd.sampled, obs_norm=norm)  # fmt: skip
         flat = jax.tree.map(lambda x: np.asarray(x).reshape(-1, cmd.episodes), ev)
         results += [jax.tree.map(lambda x, i=i: x[i], flat) for i in range(per_program)]
     chosen = range(n) if cmd.agent is None else [cmd.agent]
@@ -667,10 +671,11 @@ def _eval(cmd: EvalCmd) -> int:
         path = Path(cmd.run_dir) / cmd.gif  # a relative name lands in the run directory
         from ._ownership import claim
 
+        c = cfg.replace(**static_setting(axes, index))
+        params, norm = agents[program]
+        policy = policy_of(params, local, dist=policy_distribution(c, make_env(c)), obs_norm=norm)
         with claim(cmd.run_dir, "results"):  # never while a run writes the directory
-            frames = write_gif(path, cfg.replace(**static_setting(axes, index)),
-                               policy_of(params[program], local),
-                               jax.random.PRNGKey(cmd.seed + 1))  # fmt: skip
+            frames = write_gif(path, c, policy, jax.random.PRNGKey(cmd.seed + 1))
         print(f"wrote {path}: agent {i}, {frames} frames")
     return 0
 

@@ -45,6 +45,7 @@ TRACED_FIELDS = (
     "ent_coef",
     "vf_coef",
     "max_grad_norm",
+    "log_std_init",
 )
 
 
@@ -113,6 +114,18 @@ class PPOConfig(eqx.Module):
     cell of the observed grid (Minesweeper)."""
     activation: str = eqx.field(default="relu", static=True)
     """Hidden-layer activation: "relu" (the seed's) or "tanh" (PureJaxRL's default)."""
+    squash_actions: bool = eqx.field(default=False, static=True)
+    """Continuous actions: squash the Gaussian with tanh into the env's bounds (log-prob with
+    the change-of-variables term) instead of clipping the sample at the bounds."""
+    state_dependent_std: bool = eqx.field(default=False, static=True)
+    """Continuous actions: the log-std is a network output per observation instead of one
+    learned parameter per action dimension (the PureJaxRL / CleanRL default)."""
+    normalize_obs: bool | None = eqx.field(default=None, static=True)
+    """Normalise observations by their running mean and variance, per agent (PureJaxRL's
+    NormalizeVecObservation). None: on for continuous-action envs, off otherwise."""
+    normalize_reward: bool | None = eqx.field(default=None, static=True)
+    """Scale rewards by the running std of the discounted return, per agent (PureJaxRL's
+    NormalizeVecReward); metrics still report raw returns. None: as ``normalize_obs``."""
 
     # ---- traced: numeric leaves, vmappable -----------------------------------------------
     lr: float = 3e-4
@@ -131,6 +144,9 @@ class PPOConfig(eqx.Module):
     """Value loss coefficient: loss = pg + vf_coef·mean((V − target)²) − ent_coef·entropy."""
     max_grad_norm: float | None = None
     """Global gradient-norm clip; None disables clipping (the seed's choice)."""
+    log_std_init: float = 0.0
+    """Continuous actions: the Gaussian policy's initial log-std (of the learned parameter;
+    with ``state_dependent_std``, the bias of its head)."""
 
     def __check_init__(self):
         _validate(self)
@@ -332,6 +348,12 @@ def _validate(c: PPOConfig) -> None:
         _fail("maze_view", c.maze_view, f"use one of {list(MAZE_VIEWS)}.")
     if c.maze_view != "full" and c.env != "Maze-v0":
         _fail("maze_view", c.maze_view, f"it applies to Maze-v0 only, not env={c.env!r}.")
+    for name in ("squash_actions", "state_dependent_std"):
+        if not isinstance(getattr(c, name), bool):
+            _fail(name, getattr(c, name), "use True or False.")
+    for name in ("normalize_obs", "normalize_reward"):
+        if getattr(c, name) not in (None, True, False):
+            _fail(name, getattr(c, name), "use True, False or None (None: on for continuous envs).")
     if not isinstance(c.maze_visited, bool):
         _fail("maze_visited", c.maze_visited, "use True or False.")
     if c.maze_visited and c.env != "Maze-v0":
@@ -369,6 +391,7 @@ def _validate(c: PPOConfig) -> None:
     check("vf_coef", lambda v: v >= 0, "the value coefficient must be >= 0.")
     if c.max_grad_norm is not None:
         check("max_grad_norm", lambda v: v > 0, "use a positive norm, or None to disable.")
+    check("log_std_init", lambda v: -20 <= v <= 5, "use a log-std in [-20, 5] (0: std 1).")
 
     from .envs import check_env  # the env subpackage owns its names and options
 

@@ -40,6 +40,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
 from ._config import TRACED_FIELDS, PPOConfig
+from ._distributions import policy_distribution
 from ._memory import BUDGET_FRACTION, available_bytes, format_bytes, program_bytes
 from ._networks import network_shapes
 from ._ppo import Metrics, RunnerState, init_state, update_step
@@ -110,7 +111,7 @@ class Engine:
         self.env = make_env(cfg)
         # Build the network abstractly now, so a network that cannot serve this env (e.g.
         # network="per_cell" without a grid-cell action) fails here, not inside the jit.
-        network_shapes(cfg, self.env.obs_shape, self.env.action_dims)
+        network_shapes(cfg, self.env.obs_shape, policy_distribution(cfg, self.env))
         self.mesh: Mesh | None = None if mesh is False or mesh.size == 1 else mesh
         self.progress = progress
         self.progress_every = progress_every

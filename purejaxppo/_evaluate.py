@@ -22,13 +22,9 @@ import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
 from ._config import PPOConfig
-from ._networks import (
-    AbstractActorCritic,
-    greedy_action,
-    masked_log_probs,
-    network_shapes,
-    sample_action,
-)
+from ._distributions import Categorical, Distribution, policy_distribution
+from ._networks import AbstractActorCritic, network_shapes
+from ._normalize import RunningStats, wanted
 from .envs import Env, make_env
 
 
@@ -47,31 +43,44 @@ class EvalResult(NamedTuple):
 class Policy(eqx.Module):
     """One agent's policy: ``policy(obs, mask, key=None) -> action``.
 
-    ``obs`` is the encoded observation (for Maze-v0, the uint8 3×H×W image the env wrapper
-    produces) and ``mask`` the legal actions; both may have leading batch axes. Without a
-    ``key`` the action is greedy (the most probable legal action); with one it is sampled.
+    ``obs`` is the encoded observation as the env gives it (for Maze-v0, the uint8 3×H×W
+    image the env wrapper produces) and ``mask`` the legal actions (for continuous envs, the
+    env's mask of ones); both may have leading batch axes. Without a ``key`` the action is
+    greedy (the most probable legal action; a Gaussian's mean); with one it is sampled.
+    Continuous actions come back as the env takes them (clipped or squashed into its bounds).
+    ``obs_norm``: the observation statistics frozen at the end of training, applied first.
     """
 
     network: AbstractActorCritic
+    dist: Distribution | None = None  # None: the network's categorical
+    obs_norm: RunningStats | None = None
 
     def __call__(
         self, obs: Array, mask: Bool[Array, "*B A"], key: PRNGKeyArray | None = None
-    ) -> Int[Array, "*B"] | Int[Array, "*B k"]:
+    ) -> Int[Array, "*B"] | Int[Array, "*B k"] | Float[Array, "*B k"]:
         batch = mask.shape[:-1]
-        dims = self.network.action_dims
+        dist = Categorical(self.network.action_dims) if self.dist is None else self.dist
         flat_obs = obs.reshape(-1, *obs.shape[len(batch) :])
-        logits, _ = jax.vmap(self.network)(flat_obs)
-        log_probs = masked_log_probs(logits, mask.reshape(-1, mask.shape[-1]), dims)
-        if key is None:
-            action = greedy_action(log_probs, dims)
-        else:
-            action = sample_action(key, log_probs, dims)
+        if self.obs_norm is not None:
+            flat_obs = self.obs_norm.normalize(flat_obs)
+        out, _ = jax.vmap(self.network)(flat_obs)
+        p = dist.params(out, mask.reshape(-1, mask.shape[-1]))
+        action = dist.mode(p) if key is None else dist.sample(key, p)
+        action = dist.env_action(action)
         return action.reshape(*batch, *action.shape[1:])
 
 
-def policy_of(params: AbstractActorCritic, index: int | tuple[int, ...] = ()) -> Policy:
-    """The `Policy` of the agent at ``index`` of batched ``params`` (``()``: unbatched)."""
-    return Policy(jax.tree.map(lambda x: jnp.asarray(x)[index], params))
+def policy_of(
+    params: AbstractActorCritic,
+    index: int | tuple[int, ...] = (),
+    *,
+    dist: Distribution | None = None,
+    obs_norm: RunningStats | None = None,
+) -> Policy:
+    """The `Policy` of the agent at ``index`` of batched ``params`` (``()``: unbatched), with
+    its batched observation statistics ``obs_norm`` if it trained with them."""
+    pick = lambda tree: jax.tree.map(lambda x: jnp.asarray(x)[index], tree)  # noqa: E731
+    return Policy(pick(params), dist, None if obs_norm is None else pick(obs_norm))
 
 
 def has_success(cfg: PPOConfig) -> bool:
@@ -87,32 +96,45 @@ def evaluate(
     *,
     greedy: bool = True,
     max_steps: int | None = None,
+    obs_norm: RunningStats | None = None,
 ) -> EvalResult:
     """Play ``num_episodes`` fresh episodes with every agent of batched ``params``.
 
     ``params`` leaves have a leading agent axis (any number of leading axes is fine: they
     are flattened and restored). ``max_steps`` defaults to the env's episode limit.
+    ``obs_norm``: the agents' observation statistics (``state.obs_norm``), required when the
+    config normalises observations: the policy must see observations as in training.
     """
     if not isinstance(num_episodes, int) or num_episodes < 1:
         raise ValueError(f"evaluate(num_episodes={num_episodes!r}): need a positive int.")
     env = make_env(cfg)
+    if wanted(cfg.normalize_obs, env) and obs_norm is None:
+        raise ValueError(
+            "evaluate: this config normalises observations; pass obs_norm=state.obs_norm (the "
+            "agents' statistics) so the policy sees observations as it did in training."
+        )
+    dist = policy_distribution(cfg, env)
     steps = env.max_episode_steps if max_steps is None else max_steps
     leaves = jax.tree.leaves(params)
-    like = jax.tree.leaves(network_shapes(cfg, env.obs_shape, env.action_dims))
+    like = jax.tree.leaves(network_shapes(cfg, env.obs_shape, dist))
     batch = leaves[0].shape[: leaves[0].ndim - like[0].ndim]
     flat = jax.tree.map(lambda x: jnp.reshape(x, (-1, *x.shape[len(batch) :])), params)
+    if obs_norm is not None:
+        obs_norm = jax.tree.map(lambda x: jnp.reshape(x, (-1, *x.shape[len(batch) :])), obs_norm)
     # Every agent plays the same episodes (same key: common random numbers), so agents are
     # compared on equal terms and an agent evaluated alone gets exactly its row here.
-    out = _evaluate_all(flat, key, env, num_episodes, steps, greedy)
+    out = _evaluate_all(flat, obs_norm, key, env, dist, num_episodes, steps, greedy)
     return jax.tree.map(lambda x: x.reshape(*batch, *x.shape[1:]), out)
 
 
 @eqx.filter_jit
-def _evaluate_all(params, key, env: Env, num_episodes: int, steps: int, greedy: bool):
-    def one_agent(net, key):
+def _evaluate_all(
+    params, obs_norm, key, env: Env, dist, num_episodes: int, steps: int, greedy: bool
+):
+    def one_agent(net, norm, key):
         reset_key, act_key = jax.random.split(key)
         state, obs, mask = jax.vmap(env.reset)(jax.random.split(reset_key, num_episodes))
-        policy = Policy(net)
+        policy = Policy(net, dist, norm)
         zeros = jnp.zeros(num_episodes)
 
         def step(carry, k):
@@ -131,4 +153,4 @@ def _evaluate_all(params, key, env: Env, num_episodes: int, steps: int, greedy: 
         threshold = jnp.inf if env.success_return is None else env.success_return
         return EvalResult(ret, length, ~alive, (~alive) & (ret >= threshold))
 
-    return jax.vmap(one_agent, in_axes=(0, None))(params, key)
+    return jax.vmap(one_agent, in_axes=(0, 0, None))(params, obs_norm, key)

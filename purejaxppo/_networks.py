@@ -108,6 +108,7 @@ class SharedActorCritic(AbstractActorCritic):
     policy_head: eqx.nn.Linear
     activation: str = eqx.field(static=True, default="relu")
     action_dims: tuple[int, ...] = eqx.field(static=True, default=(4,))  # see `_action_dims`
+    log_std: Float[Array, " k"] | None = None  # a Gaussian policy's learned log-std
 
     def __init__(
         self,
@@ -117,10 +118,12 @@ class SharedActorCritic(AbstractActorCritic):
         mlp_widths: tuple[int, ...] = (64,),
         *,
         activation: str = "relu",
+        log_std: Float[Array, " k"] | None = None,
         key: PRNGKeyArray,
     ):
         self.activation = activation
         self.action_dims = _action_dims(num_actions)
+        self.log_std = log_std
         num_actions = sum(self.action_dims)
         keys = iter(jax.random.split(key, len(conv_channels) + len(mlp_widths) + 3))
         convs = []
@@ -159,7 +162,7 @@ class SharedActorCritic(AbstractActorCritic):
         x = x.reshape(-1)
         for lin in self.mlp:
             x = act(lin(x))
-        return self.policy_head(x), self.value_head(x)
+        return _with_log_std(self.policy_head(x), self.log_std), self.value_head(x)
 
 
 #: `PPOConfig.activation` names → functions (the one list of choices).
@@ -340,6 +343,7 @@ class SeparateActorCritic(AbstractActorCritic):
     critic: tuple[eqx.nn.Linear, ...]
     activation: str = eqx.field(static=True)
     action_dims: tuple[int, ...] = eqx.field(static=True)
+    log_std: Float[Array, " k"] | None = None  # a Gaussian policy's learned log-std
 
     def __init__(
         self,
@@ -349,9 +353,11 @@ class SeparateActorCritic(AbstractActorCritic):
         mlp_widths: tuple[int, ...] = (64, 64),
         *,
         activation: str = "tanh",
+        log_std: Float[Array, " k"] | None = None,
         key: PRNGKeyArray,
     ):
         del conv_channels  # one signature for every network (see `make_network`)
+        self.log_std = log_std
         widths = mlp_widths
         actor_key, critic_key = jax.random.split(key)
         self.action_dims = _action_dims(num_actions)
@@ -380,7 +386,12 @@ class SeparateActorCritic(AbstractActorCritic):
                 h = act(lin(h))
             return layers[-1](h)
 
-        return run(self.actor), run(self.critic)
+        return _with_log_std(run(self.actor), self.log_std), run(self.critic)
+
+
+def _with_log_std(out: Float[Array, " P"], log_std: Array | None) -> Float[Array, " P"]:
+    """A Gaussian head's ``mean | log_std`` when the log-std is a parameter (else as is)."""
+    return out if log_std is None else jnp.concatenate([out, log_std])
 
 
 #: `PPOConfig.network` names → network classes (the one list of choices).
@@ -391,19 +402,46 @@ NETWORKS: dict[str, type[AbstractActorCritic]] = {
 }
 
 
-def make_network(
-    cfg, obs_shape: tuple[int, ...], num_actions: int | tuple[int, ...], key: PRNGKeyArray
-) -> AbstractActorCritic:
-    """The network a config asks for (``cfg.network``); ``num_actions`` may be factor sizes."""
-    return NETWORKS[cfg.network](
-        obs_shape, num_actions, cfg.conv_channels, cfg.mlp_widths, activation=cfg.activation,
-        key=key,
+def make_network(cfg, obs_shape: tuple[int, ...], action, key: PRNGKeyArray) -> AbstractActorCritic:
+    """The network a config asks for (``cfg.network``).
+
+    ``action``: the policy's distribution (`_distributions`), or categorical factor sizes.
+    A Gaussian's network outputs the ``k`` means and, with ``cfg.state_dependent_std``, ``k``
+    log-stds (their head's bias starts at ``cfg.log_std_init``); otherwise the log-std is a
+    learned parameter per dimension, starting at ``cfg.log_std_init``.
+    """
+    size = getattr(action, "size", None)  # a Gaussian's action dimensions
+    dims = getattr(action, "dims", action)
+    cls = NETWORKS[cfg.network]
+    extra = {}
+    if size is not None:
+        if cls not in (SharedActorCritic, SeparateActorCritic):
+            raise ValueError(
+                f"PPOConfig.network={cfg.network!r} is invalid: it cannot serve continuous "
+                "actions; use network='shared' or 'separate'."
+            )
+        init = jnp.full(size, cfg.log_std_init, jnp.float32)
+        if not cfg.state_dependent_std:
+            extra["log_std"] = init
+    outputs = dims if size is None else (2 * size if cfg.state_dependent_std else size)
+    net = cls(
+        obs_shape, outputs, cfg.conv_channels, cfg.mlp_widths, activation=cfg.activation,
+        key=key, **extra,
     )  # fmt: skip
+    if size is not None and cfg.state_dependent_std:  # the log-std half starts at the init
+        return eqx.tree_at(_last_bias, net, _last_bias(net).at[size:].add(init))
+    return net
 
 
-def network_shapes(cfg, obs_shape: tuple[int, ...], num_actions: int | tuple[int, ...]):
+def _last_bias(net: AbstractActorCritic) -> Array:
+    """The bias of the policy's output layer."""
+    head = net.actor[-1] if isinstance(net, SeparateActorCritic) else net.policy_head
+    return head.bias
+
+
+def network_shapes(cfg, obs_shape: tuple[int, ...], action):
     """Shapes and dtypes of ``make_network``'s parameters (nothing is computed)."""
-    return jax.eval_shape(lambda: make_network(cfg, obs_shape, num_actions, jax.random.PRNGKey(0)))
+    return jax.eval_shape(lambda: make_network(cfg, obs_shape, action, jax.random.PRNGKey(0)))
 
 
 # ---- the policy distribution -----------------------------------------------------------

@@ -26,26 +26,23 @@ from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
 from ._config import PPOConfig
-from ._networks import (
-    AbstractActorCritic,
-    entropy,
-    make_network,
-    masked_log_probs,
-    sample_action,
-    take,
-)
+from ._distributions import Categorical, Distribution, policy_distribution
+from ._networks import AbstractActorCritic, make_network
+from ._normalize import RewardScaler, RunningStats, wanted
 from .envs import Env
 
 
 class Transition(NamedTuple):
     """One env step of one env, as stored in the rollout buffer."""
 
-    obs: Array
+    obs: Array  # as the network saw it (normalised, with ``normalize_obs``)
     mask: Bool[Array, "*batch A"]
-    action: Int[Array, "*batch"] | Int[Array, "*batch k"]  # k: factorised policies
+    # An index, k indices (factorised policies) or k floats (continuous: the Gaussian's
+    # sample, before clipping to the env's bounds)
+    action: Int[Array, "*batch"] | Int[Array, "*batch k"] | Float[Array, "*batch k"]
     log_prob: Float[Array, "*batch"]
     value: Float[Array, "*batch"]
-    reward: Float[Array, "*batch"]
+    reward: Float[Array, "*batch"]  # as learned from (scaled, with ``normalize_reward``)
     terminated: Bool[Array, "*batch"]
     done: Bool[Array, "*batch"]
     # The observation reached before any auto-reset, for envs that can truncate (valued after
@@ -65,6 +62,8 @@ class RunnerState(eqx.Module):
     episode_length: Int[Array, " N"]
     key: PRNGKeyArray
     update: Int[Array, ""]
+    obs_norm: RunningStats | None = None  # with ``normalize_obs``: ``obs`` is normalised
+    reward_norm: RewardScaler | None = None  # with ``normalize_reward``
 
 
 class Metrics(NamedTuple):
@@ -118,8 +117,14 @@ def make_optimizer(cfg: PPOConfig) -> optax.GradientTransformation:
 # ---------------------------------------------------------------------------------- init ---
 def init_state(cfg: PPOConfig, env: Env, key: PRNGKeyArray) -> RunnerState:
     key, net_key, env_key = jax.random.split(key, 3)
-    params = make_network(cfg, env.obs_shape, env.action_dims, net_key)
+    params = make_network(cfg, env.obs_shape, policy_distribution(cfg, env), net_key)
     env_state, obs, mask = jax.vmap(env.reset)(jax.random.split(env_key, cfg.num_envs))
+    obs_norm = reward_norm = None
+    if wanted(cfg.normalize_obs, env):  # the first observations count, as in PureJaxRL
+        obs_norm = RunningStats.init(env.obs_shape).update(obs)
+        obs = obs_norm.normalize(obs)
+    if wanted(cfg.normalize_reward, env):
+        reward_norm = RewardScaler.init(cfg.num_envs)
     return RunnerState(
         params=params,
         opt_state=make_optimizer(cfg).init(ravel_pytree(params)[0]),
@@ -130,6 +135,8 @@ def init_state(cfg: PPOConfig, env: Env, key: PRNGKeyArray) -> RunnerState:
         episode_length=jnp.zeros(cfg.num_envs, jnp.int32),
         key=key,
         update=jnp.zeros((), jnp.int32),
+        obs_norm=obs_norm,
+        reward_norm=reward_norm,
     )
 
 
@@ -147,32 +154,44 @@ def collect(cfg: PPOConfig, env: Env, state: RunnerState):
     that ended (kept in the carry, so nothing per-step escapes the update).
     """
     net = state.params
-    dims = env.action_dims  # one categorical, or factorised (see _networks.py)
+    dist = policy_distribution(cfg, env)  # masked categoricals, or a Gaussian
 
     def step(carry, key):
         s, sums = carry
-        logits, value = jax.vmap(net)(s.obs)
-        log_probs = masked_log_probs(logits, s.mask, dims)
-        action = sample_action(key, log_probs, dims)
-        env_state, out = jax.vmap(env.step)(s.env_state, action)
-        ep_ret = s.episode_return + out.reward
+        out_params, value = jax.vmap(net)(s.obs)
+        p = dist.params(out_params, s.mask)
+        action = dist.sample(key, p)
+        # The env gets the action clipped (or squashed) into its bounds; the buffer keeps the
+        # sample itself, so the stored log-prob is the one the loss recomputes.
+        env_state, out = jax.vmap(env.step)(s.env_state, dist.env_action(action))
+        ep_ret = s.episode_return + out.reward  # raw rewards: metrics never see the scaling
         ep_len = s.episode_length + 1
         sums = EpisodeSums(
             returns=sums.returns + jnp.sum(jnp.where(out.done, ep_ret, 0.0)),
             lengths=sums.lengths + jnp.sum(jnp.where(out.done, ep_len, 0)),
             count=sums.count + jnp.sum(out.done),
         )
+        reward, reward_norm = out.reward, s.reward_norm
+        if reward_norm is not None:
+            reward_norm, reward = reward_norm.scale(out.reward, out.done, cfg.gamma)
+        next_obs, final_obs, obs_norm = out.obs, out.final_obs, s.obs_norm
+        if obs_norm is not None:  # the new observations count first, then all are normalised
+            obs_norm = obs_norm.update(out.obs)
+            next_obs = obs_norm.normalize(out.obs)
+            final_obs = None if final_obs is None else obs_norm.normalize(final_obs)
         transition = Transition(
-            s.obs, s.mask, action, take(log_probs, action, dims), value, out.reward,
-            out.terminated, out.done, out.final_obs if env.can_truncate else None,
+            s.obs, s.mask, action, dist.log_prob(p, action), value, reward,
+            out.terminated, out.done, final_obs if env.can_truncate else None,
         )  # fmt: skip
         s = dataclasses.replace(
             s,
             env_state=env_state,
-            obs=out.obs,
+            obs=next_obs,
             mask=out.mask,
             episode_return=jnp.where(out.done, 0.0, ep_ret),
             episode_length=jnp.where(out.done, 0, ep_len),
+            obs_norm=obs_norm,
+            reward_norm=reward_norm,
         )
         return (s, sums), transition
 
@@ -221,11 +240,19 @@ def gae(
 
 
 # ------------------------------------------------------------------------------ the loss ---
-def ppo_loss(net: AbstractActorCritic, cfg: PPOConfig, mb: Transition, adv, target):
-    logits, value = jax.vmap(net)(mb.obs)  # value: (M,) — a scalar head, so no (M, M) broadcast
-    dims = net.action_dims
-    log_probs = masked_log_probs(logits, mb.mask, dims)  # the same masking as in `collect`
-    log_ratio = take(log_probs, mb.action, dims) - mb.log_prob
+def ppo_loss(
+    net: AbstractActorCritic,
+    cfg: PPOConfig,
+    mb: Transition,
+    adv,
+    target,
+    dist: Distribution | None = None,
+):
+    """The clipped PPO loss of one minibatch; ``dist`` defaults to the network's categorical."""
+    dist = Categorical(net.action_dims) if dist is None else dist
+    out, value = jax.vmap(net)(mb.obs)  # value: (M,) — a scalar head, so no (M, M) broadcast
+    p = dist.params(out, mb.mask)  # the same masking as in `collect`
+    log_ratio = dist.log_prob(p, mb.action) - mb.log_prob
     ratio = jnp.exp(log_ratio)
     if cfg.normalize_advantages:
         adv = (adv - adv.mean()) / (adv.std() + 1e-8)
@@ -236,7 +263,7 @@ def ppo_loss(net: AbstractActorCritic, cfg: PPOConfig, mb: Transition, adv, targ
         clipped = mb.value + jnp.clip(value - mb.value, -cfg.clip_eps, cfg.clip_eps)
         value_err = jnp.maximum(value_err, jnp.square(clipped - target))
     value_loss = value_err.mean()
-    ent = entropy(log_probs).mean()  # mean over states of the per-state entropy (defect 4)
+    ent = dist.entropy(p).mean()  # mean over states of the per-state entropy (defect 4)
     total = policy_loss + cfg.vf_coef * value_loss - cfg.ent_coef * ent
     info = LossInfo(
         policy_loss=policy_loss,
@@ -268,7 +295,14 @@ def shuffle(key: PRNGKeyArray, n: int) -> Int[Array, " n"]:
     return (jnp.sort(packed) & low).astype(jnp.int32)
 
 
-def learn(cfg: PPOConfig, state: RunnerState, batch: Transition, adv, target):
+def learn(
+    cfg: PPOConfig,
+    state: RunnerState,
+    batch: Transition,
+    adv,
+    target,
+    dist: Distribution | None = None,
+):
     """``update_epochs`` passes of minibatch SGD over one flattened batch."""
     tx = make_optimizer(cfg)
     # The optimiser sees all parameters as one flat vector: Adam, the clip and the gradient
@@ -277,7 +311,7 @@ def learn(cfg: PPOConfig, state: RunnerState, batch: Transition, adv, target):
     flat_params, unravel = ravel_pytree(state.params)
 
     def flat_loss(flat, mb, adv, target):
-        return ppo_loss(unravel(flat), cfg, mb, adv, target)
+        return ppo_loss(unravel(flat), cfg, mb, adv, target, dist)
 
     grad_fn = jax.value_and_grad(flat_loss, has_aux=True)
 
@@ -355,7 +389,8 @@ def update_step(cfg: PPOConfig, env: Env, state: RunnerState) -> tuple[RunnerSta
     )
     traj = traj._replace(final_obs=None)  # valued above; the minibatches do not need it
     flat = jax.tree.map(lambda x: x.reshape(cfg.batch_size, *x.shape[2:]), traj)
-    state, info = learn(cfg, state, flat, adv.reshape(-1), target.reshape(-1))
+    dist = policy_distribution(cfg, env)
+    state, info = learn(cfg, state, flat, adv.reshape(-1), target.reshape(-1), dist)
     explained = 1.0 - jnp.var(target - traj.value) / jnp.var(target)
     count = sums.count
     metrics = Metrics(

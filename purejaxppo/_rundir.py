@@ -38,13 +38,15 @@ from ._checkpoint import (
     write_verified,
 )
 from ._config import PPOConfig, static_field_names
+from ._distributions import policy_distribution
 from ._evaluate import Policy, evaluate, has_success, policy_of
 from ._figures import plot_curves, write_gif
 from ._networks import AbstractActorCritic, network_shapes
+from ._normalize import RunningStats, wanted
 from ._ownership import RunDirError, claim
 from ._ppo import Metrics
 from ._sweep import SweepResult, read_json
-from .envs import can_render
+from .envs import can_render, make_env
 
 PARAMS_FORMAT = "purejaxppo-params-1"
 
@@ -94,7 +96,7 @@ def _write_run(run_dir: Path, result: SweepResult, timings, eval_episodes, gif, 
     atomic_write(run_dir / "config.json", json.dumps(meta, indent=1).encode())
     _write_metrics(run_dir, result)
     params = _params_by_program(result)
-    for i, p in enumerate(params):
+    for i, p in enumerate(params):  # the network and, if any, its frozen observation stats
         buf = io.BytesIO()
         eqx.tree_serialise_leaves(buf, p)
         header = {"format": PARAMS_FORMAT, "config": meta["config"], "axes": axes}
@@ -112,8 +114,10 @@ def _write_run(run_dir: Path, result: SweepResult, timings, eval_episodes, gif, 
         best = _best_agent(result)
         if best is not None:
             agent = result.agent_at(best)
-            write_gif(run_dir / "agent.gif", agent.config, Policy(agent.state.params),
-                      jax.random.PRNGKey(eval_seed + 1))  # fmt: skip
+            policy = Policy(agent.state.params, obs_norm=agent.state.obs_norm)
+            write_gif(
+                run_dir / "agent.gif", agent.config, policy, jax.random.PRNGKey(eval_seed + 1)
+            )
     meta["finished"] = result.finished
     atomic_write(run_dir / "config.json", json.dumps(meta, indent=1).encode())
     return rows
@@ -176,9 +180,9 @@ def _success(result: SweepResult, params: list, episodes: int, seed: int) -> np.
     static = [k for k in result.axes if k in static_field_names()]
     combos = list(np.ndindex(*[len(result.axes[k]) for k in static]))
     out = np.zeros(result.shape)
-    for combo, p in zip(combos, params, strict=True):
+    for combo, (p, norm) in zip(combos, params, strict=True):
         _, c = _program_of(result, combo)
-        ev = evaluate(c, p, jax.random.PRNGKey(seed), episodes)
+        ev = evaluate(c, p, jax.random.PRNGKey(seed), episodes, obs_norm=norm)
         out[combo] = np.asarray(ev.success).mean(-1)
     return out
 
@@ -200,6 +204,12 @@ def load_params(run_dir: str | Path) -> list[AbstractActorCritic]:
     """Trained parameters: one stacked network per program (static setting), each with
     leading axes ``(*hyperparameter axes, seed)``. Each file's length and SHA-256 are
     checked first: a truncated or altered ``params.eqx`` is refused, never loaded."""
+    return [params for params, _ in load_agents(run_dir)]
+
+
+def load_agents(run_dir: str | Path) -> list[tuple[AbstractActorCritic, RunningStats | None]]:
+    """`load_params` with each program's frozen observation statistics (None when the run
+    did not normalise observations): what `evaluate` and `Policy` need."""
     meta = read_run(run_dir)
     cfg, axes = meta["config"], meta["axes"]
     static = [len(v) for k, v in axes.items() if k in static_field_names()]
@@ -224,9 +234,13 @@ def load_params(run_dir: str | Path) -> list[AbstractActorCritic]:
 def load_policy(run_dir: str | Path, **coords: Any) -> Policy:
     """One agent of a run as ``policy(obs, mask, key=None) -> action``, picked by its swept
     coordinates (``seed=2``, ``lr=3e-4``; axes of length one may be omitted)."""
-    axes = read_run(run_dir)["axes"]
+    meta = read_run(run_dir)
+    axes = meta["axes"]
     program, local = split_program(axes, index_of(axes, coords))
-    return policy_of(load_params(run_dir)[program], local)
+    cfg = meta["config"].replace(**static_setting(axes, index_of(axes, coords)))
+    params, obs_norm = load_agents(run_dir)[program]
+    dist = policy_distribution(cfg, make_env(cfg))
+    return policy_of(params, local, dist=dist, obs_norm=obs_norm)
 
 
 # ------------------------------------------------------------------------------ internals ---
@@ -374,26 +388,27 @@ def _best_agent(result: SweepResult) -> tuple[int, ...] | None:
     return tuple(int(i) for i in np.unravel_index(np.argmax(scores), scores.shape))
 
 
-def _params_by_program(result: SweepResult) -> list:
-    states = result.state if isinstance(result.state, list) else [result.state]
+def _params_by_program(result: SweepResult) -> list[tuple]:
+    """Per program: ``(params, obs_norm)`` (``obs_norm`` None without normalisation)."""
     if isinstance(result.state, list):
-        return [s.params for s in states]
-    n_static = len(result.state_static_shape)
-    if n_static == 0:
-        return [result.state.params]
+        return [(s.params, s.obs_norm) for s in result.state]
+    agents = (result.state.params, result.state.obs_norm)
+    if not result.state_static_shape:
+        return [agents]
     # Stacked static settings (same shapes): split them back into one file per program.
-    out = []
-    for idx in np.ndindex(*result.state_static_shape):
-        out.append(jax.tree.map(lambda x, i=idx: x[i], result.state.params))
-    return out
+    return [
+        jax.tree.map(lambda x, i=idx: x[i], agents)
+        for idx in np.ndindex(*result.state_static_shape)
+    ]
 
 
-def _params_like(cfg: PPOConfig, batch: list[int]):
+def _params_like(cfg: PPOConfig, batch: list[int]) -> tuple:
     from .envs import make_env
 
     env = make_env(cfg)
-    one = network_shapes(cfg, env.obs_shape, env.action_dims)
-    return jax.tree.map(lambda x: np.zeros((*batch, *x.shape), x.dtype), one)
+    one = network_shapes(cfg, env.obs_shape, policy_distribution(cfg, env))
+    norm = RunningStats.init(env.obs_shape) if wanted(cfg.normalize_obs, env) else None
+    return jax.tree.map(lambda x: np.zeros((*batch, *x.shape), x.dtype), (one, norm))
 
 
 def _params_name(i: int, n: int) -> str:

@@ -22,7 +22,8 @@ def test_defaults_are_the_seed_hyperparameters():
 
 def test_numeric_hyperparameters_are_leaves_and_shapes_are_static():
     leaves = jax.tree.leaves(PPOConfig(max_grad_norm=0.5))
-    assert len(leaves) == 8  # lr, adam_eps, gamma, gae_lambda, clip_eps, ent_coef, vf_coef, clip
+    assert len(leaves) == 9  # lr, adam_eps, gamma, gae_lambda, clip_eps, ent_coef, vf_coef,
+    # max_grad_norm, log_std_init
     stacked = jax.tree.map(lambda x: jnp.array([x, x]), PPOConfig())
     assert stacked.lr.shape == (2,) and stacked.num_envs == 16
 

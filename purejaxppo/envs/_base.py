@@ -42,6 +42,9 @@ class Env:
     # target; Minesweeper: cleared the board). None: the env has no notion of success, and
     # evaluations report none rather than a number that means nothing.
     success_return: float | None = None
+    # Continuous actions: ``(low, high)``, one bound per action dimension (±inf: unbounded);
+    # the policy is then a Gaussian over ``action_dims[0]`` numbers. None: discrete actions.
+    action_bounds: tuple[tuple[float, ...], tuple[float, ...]] | None = None
 
     @property
     def action_dims(self) -> tuple[int, ...]:

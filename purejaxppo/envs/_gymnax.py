@@ -6,6 +6,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, PRNGKeyArray
 
 from ._base import Env, EnvStep, select_tree
@@ -23,6 +24,8 @@ class GymnaxEnv(Env):
     ``step``, so the observation reached at a time-limit truncation is kept (``final_obs``)
     and GAE bootstraps from its value. Image observations (MinAtar's H×W×C booleans) become
     C×H×W uint8 for the convolutional torso; vectors stay float32. No action masks: all legal.
+    Box action spaces (Pendulum-v1, MountainCarContinuous-v0) are continuous: the action is a
+    float vector, already clipped to the bounds by the policy.
     """
 
     can_truncate = True
@@ -37,7 +40,15 @@ class GymnaxEnv(Env):
         self.env, self.params = gymnax.make(name)
         if time_limit is not None:
             self.params = self.params.replace(max_steps_in_episode=time_limit)
-        self.num_actions = int(self.env.action_space(self.params).n)
+        space = self.env.action_space(self.params)
+        if hasattr(space, "n"):  # discrete
+            self.num_actions = int(space.n)
+        else:  # a Box: a Gaussian policy over its dimensions; all "legal" (mask of ones)
+            (k,) = tuple(space.shape)
+            low = np.broadcast_to(np.asarray(space.low, np.float64), (k,))
+            high = np.broadcast_to(np.asarray(space.high, np.float64), (k,))
+            self.action_bounds = (tuple(map(float, low)), tuple(map(float, high)))
+            self.num_actions = k
         shape = tuple(self.env.observation_space(self.params).shape)
         self.image = len(shape) == 3
         self.obs_shape = (shape[2], shape[0], shape[1]) if self.image else shape

@@ -19,7 +19,9 @@ if TYPE_CHECKING:
     from .._config import PPOConfig
 
 #: gymnax environments with an adapter (gymnax 1.0 API; ``pip install purejaxppo[gymnax]``).
-GYMNAX_ENVS = ("CartPole-v1", "Acrobot-v1", "Breakout-MinAtar")
+GYMNAX_ENVS = (
+    "CartPole-v1", "Acrobot-v1", "Breakout-MinAtar", "Pendulum-v1", "MountainCarContinuous-v0",
+)  # fmt: skip
 #: Jumanji environments beyond Maze with their own observation encoder, trained in the tests.
 #: Other registered Jumanji envs with (multi-)discrete actions run through the flattening
 #: fallback encoder.
