@@ -39,11 +39,12 @@ def main() -> None:
     print(f"{args.seeds} seeds × {cfg.total_timesteps:,} steps: compile "
           f"{res.timings['compile_s']:.1f} s, run {res.timings['run_s']:.1f} s "
           f"({steps / res.timings['run_s']:,.0f} steps/s), total {total:.1f} s")  # fmt: skip
-    print("last 10 updates, per seed:", np.round(final_scores(ret, 10), 1).tolist())
+    print("last 10 updates, per seed:", [round(float(x), 1) for x in final_scores(ret, 10)])
     print("update | env steps | mean return of the 10 updates up to it, per seed")
     for u in range(49, cfg.num_updates, 50):
         window = np.nanmean(ret[:, max(0, u - 9) : u + 1], -1)
-        print(f"{u + 1:6d} | {(u + 1) * cfg.batch_size:9,d} | {np.round(window, 1).tolist()}")
+        per_seed = [round(float(x), 1) for x in window]
+        print(f"{u + 1:6d} | {(u + 1) * cfg.batch_size:9,d} | {per_seed}")
 
 
 if __name__ == "__main__":
