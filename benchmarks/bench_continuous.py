@@ -2,7 +2,7 @@
 
 Run:  pytest benchmarks/bench_continuous.py -s
 
-The Pendulum config of docs/benchmarks.md (examples/pendulum.py's CONFIG: 16 envs
+The Pendulum config of docs/benchmarks.md (examples/continuous.py's CONFIG: 16 envs
 × 256 steps, 10 epochs of 8 minibatches, separate 64-64 tanh MLPs). Throughput: the CLI's
 `time_updates` (one-update programs, compiled and warmed up first). Normalisation cost: two
 engines of the same config, observation and reward normalisation on and off, 5 updates each,
@@ -16,7 +16,7 @@ from conftest import measure, report
 
 pytestmark = pytest.mark.timeout(3600)
 
-EXAMPLE = Path(__file__).parents[1] / "examples" / "pendulum.py"
+EXAMPLE = Path(__file__).parents[1] / "examples" / "continuous.py"
 CONFIG = f"""
 import runpy
 cfg = runpy.run_path({str(EXAMPLE)!r})["CONFIG"]

@@ -81,6 +81,9 @@ class PPOConfig(eqx.Module):
     chosen view). The observation has no memory otherwise, and a memoryless greedy policy
     that cannot tell where it has been can step back and forth between two cells until the
     time limit (most of the ``ego-fresh`` preset's failures on fresh mazes did)."""
+    brax_backend: str = eqx.field(default="positional", static=True)
+    """For ``env="brax/<name>"``: Brax's physics pipeline ("positional", "spring",
+    "generalized" or "mjx")."""
     time_limit: int | None = eqx.field(default=None, static=True)
     """Episode step limit. None: Jumanji's default (rows × cols for Maze)."""
     time_input: bool = eqx.field(default=False, static=True)
@@ -188,15 +191,23 @@ class PPOConfig(eqx.Module):
         * PureJaxRL runs ``TOTAL_TIMESTEPS // (NUM_ENVS * NUM_STEPS)`` updates. When that
           drops steps (5e5 at 4 × 128 runs 499,712), we do the same and say so in a warning;
           we never train fewer steps silently.
+
+        A ``ppo_continuous_action.py`` dict (it has ``NORMALIZE_ENV``; ``BACKEND`` optional)
+        maps to that script: 256-256 actor and critic MLPs, a diagonal Gaussian with a
+        learned state-independent log-std starting at 0, actions clipped to the env's bounds,
+        observation and reward normalisation as ``NORMALIZE_ENV`` says, and a Brax
+        ``ENV_NAME`` (e.g. "hopper") as ``env="brax/hopper"`` with ``brax_backend=BACKEND``
+        (PureJaxRL's default: "positional").
         """
         import warnings
 
-        known = set(PUREJAXRL_KEYS) | {"DEBUG"}
+        known = set(PUREJAXRL_KEYS) | {"DEBUG", "NORMALIZE_ENV", "BACKEND"}
         unknown = sorted(set(d) - known)
         if unknown:
             raise ValueError(
                 f"PPOConfig.from_purejaxrl: unknown keys {unknown}; known keys: "
-                f"{sorted(PUREJAXRL_KEYS)} (and DEBUG, ignored)."
+                f"{sorted(PUREJAXRL_KEYS)} (and NORMALIZE_ENV, BACKEND of the continuous "
+                "script; DEBUG, ignored)."
             )
         missing = sorted(set(PUREJAXRL_KEYS) - set(d))
         if missing:
@@ -214,8 +225,19 @@ class PPOConfig(eqx.Module):
                 f"{batch}; like PureJaxRL, {total // batch} updates = {total} steps will run.",
                 stacklevel=2,
             )
+        continuous = "NORMALIZE_ENV" in d
+        env, backend = d["ENV_NAME"], d.get("BACKEND", "positional")
+        if "BACKEND" in d and not continuous:
+            raise ValueError("PPOConfig.from_purejaxrl: BACKEND needs NORMALIZE_ENV (the "
+                             "ppo_continuous_action.py config); ppo.py has neither.")  # fmt: skip
+        if continuous and env not in _known_env_names():
+            env = f"brax/{env}"  # the continuous script's envs are Brax's
+        normalize = bool(d["NORMALIZE_ENV"]) if continuous else False
         return cls(
-            env=d["ENV_NAME"],
+            env=env,
+            brax_backend=backend if env.startswith("brax/") else "positional",
+            normalize_obs=normalize,
+            normalize_reward=normalize,
             num_envs=int(d["NUM_ENVS"]),
             num_steps=int(d["NUM_STEPS"]),
             total_timesteps=total,
@@ -233,7 +255,7 @@ class PPOConfig(eqx.Module):
             anneal_lr=bool(d["ANNEAL_LR"]),
             network="separate",
             conv_channels=(),
-            mlp_widths=(64, 64),
+            mlp_widths=(256, 256) if continuous else (64, 64),
             normalize_advantages=True,
             clip_value=True,
         )
@@ -264,6 +286,12 @@ class PPOConfig(eqx.Module):
         for name, value in leaves.items():
             object.__setattr__(new, name, value)
         return new
+
+
+def _known_env_names() -> set[str]:
+    from .envs import GYMNAX_ENVS, JUMANJI_ENVS
+
+    return {"Maze-v0", *GYMNAX_ENVS, *JUMANJI_ENVS}
 
 
 def static_field_names() -> tuple[str, ...]:

@@ -210,11 +210,11 @@ def test_squashed_and_state_dependent_variants_train():
 
 # --------------------------------------------------------------------------- learning ---
 def pendulum_config(updates: int) -> PPOConfig:
-    """The Pendulum config of docs/benchmarks.md (examples/pendulum.py), cut to ``updates``."""
+    """The Pendulum config of docs/benchmarks.md (examples/continuous.py), cut to ``updates``."""
     import runpy
     from pathlib import Path
 
-    example = Path(__file__).parents[1] / "examples" / "pendulum.py"
+    example = Path(__file__).parents[1] / "examples" / "continuous.py"
     cfg = runpy.run_path(str(example))["CONFIG"]
     return cfg.replace(total_timesteps=cfg.batch_size * updates)
 
@@ -236,3 +236,41 @@ def test_pendulum_learns_what_a_random_policy_cannot():
     assert (np.asarray(before.episode_return).mean(-1) < -800).all(), before.episode_return
     assert (scores > -400).all(), scores  # training returns, each seed's last 10 updates
     assert (np.asarray(after.episode_return).mean(-1) > -400).all(), after.episode_return
+
+
+CONTINUOUS_SCRIPT = {
+    "LR": 3e-4,
+    "NUM_ENVS": 2048,
+    "NUM_STEPS": 10,
+    "TOTAL_TIMESTEPS": 5e7,
+    "UPDATE_EPOCHS": 4,
+    "NUM_MINIBATCHES": 32,
+    "GAMMA": 0.99,
+    "GAE_LAMBDA": 0.95,
+    "CLIP_EPS": 0.2,
+    "ENT_COEF": 0.0,
+    "VF_COEF": 0.5,
+    "MAX_GRAD_NORM": 0.5,
+    "ACTIVATION": "tanh",
+    "ENV_NAME": "Pendulum-v1",
+    "ANNEAL_LR": False,
+    "NORMALIZE_ENV": True,
+    "DEBUG": True,
+}  # fmt: skip  (PureJaxRL's ppo_continuous_action.py defaults, on a gymnax env)
+
+
+def test_from_purejaxrl_maps_the_continuous_script():
+    with pytest.warns(UserWarning, match="not a multiple"):
+        cfg = PPOConfig.from_purejaxrl(CONTINUOUS_SCRIPT)
+    assert cfg.env == "Pendulum-v1" and cfg.mlp_widths == (256, 256)
+    assert cfg.normalize_obs is True and cfg.normalize_reward is True
+    assert (cfg.num_envs, cfg.num_steps, cfg.minibatch_size) == (2048, 10, 640)
+    assert cfg.network == "separate" and cfg.clip_value and cfg.normalize_advantages
+    assert (cfg.vf_coef, cfg.adam_eps, cfg.max_grad_norm) == (0.25, 1e-5, 0.5)
+    assert cfg.log_std_init == 0.0 and not cfg.squash_actions and not cfg.state_dependent_std
+    off = PPOConfig.from_purejaxrl({**CONTINUOUS_SCRIPT, "NORMALIZE_ENV": False,
+                                    "TOTAL_TIMESTEPS": 2048 * 10 * 4})  # fmt: skip
+    assert off.normalize_obs is False and off.normalize_reward is False
+    with pytest.raises(ValueError, match="BACKEND needs NORMALIZE_ENV"):
+        d = {k: v for k, v in CONTINUOUS_SCRIPT.items() if k != "NORMALIZE_ENV"}
+        PPOConfig.from_purejaxrl({**d, "BACKEND": "spring", "TOTAL_TIMESTEPS": 204800})

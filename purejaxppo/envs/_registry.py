@@ -28,7 +28,9 @@ GYMNAX_ENVS = (
 JUMANJI_ENVS = (
     "Snake-v1", "Game2048-v1", "PacMan-v1", "SlidingTilePuzzle-v0", "Minesweeper-v0", "Tetris-v0",
 )  # fmt: skip
-SUPPORTED_ENVS = ("Maze-v0", *JUMANJI_ENVS, *GYMNAX_ENVS)
+#: Brax environments (``pip install purejaxppo[brax]``) are named ``"brax/<name>"``, e.g.
+#: ``"brax/inverted_pendulum"``, ``"brax/hopper"``, ``"brax/ant"``.
+SUPPORTED_ENVS = ("Maze-v0", *JUMANJI_ENVS, *GYMNAX_ENVS, "brax/<name>")
 
 
 def check_env(cfg: PPOConfig) -> None:
@@ -44,7 +46,12 @@ def check_env(cfg: PPOConfig) -> None:
         _fail(
             "maze", cfg.maze, f"maze options apply to Maze-v0 only, not env={cfg.env!r}; drop it."
         )
+    if cfg.brax_backend != "positional" and not str(cfg.env).startswith("brax/"):
+        _fail("brax_backend", cfg.brax_backend, f"it applies to brax/ envs, not {cfg.env!r}.")
     if cfg.env in GYMNAX_ENVS:
+        return
+    if str(cfg.env).startswith("brax/"):
+        _check_brax(cfg)
         return
     import jumanji
 
@@ -65,6 +72,10 @@ def make_env(cfg: PPOConfig) -> Env:
         )  # fmt: skip
     elif cfg.env in GYMNAX_ENVS:
         env = GymnaxEnv(cfg.env, cfg.time_limit)
+    elif cfg.env.startswith("brax/"):
+        from ._brax import BraxEnv
+
+        env = BraxEnv(cfg.env.removeprefix("brax/"), cfg.brax_backend, cfg.time_limit)
     else:  # any other registered Jumanji env (`check_env` has checked the name)
         from ._jumanji import JumanjiEnv
 
@@ -74,8 +85,29 @@ def make_env(cfg: PPOConfig) -> Env:
 
 def can_render(cfg: PPOConfig) -> bool:
     """Whether Jumanji's own renderer can draw this config's env: Jumanji envs, without
-    ``time_input`` or ``maze_visited`` (rendering steps Jumanji's env, which keeps neither)."""
-    return cfg.env not in GYMNAX_ENVS and not cfg.time_input and not cfg.maze_visited
+    ``time_input`` or ``maze_visited`` (rendering steps Jumanji's env, which keeps neither).
+    Brax's own renderer (`brax.io.html`) loads its viewer from the web, so it cannot draw
+    offline; gymnax has none."""
+    jumanji = cfg.env not in GYMNAX_ENVS and not cfg.env.startswith("brax/")
+    return jumanji and not cfg.time_input and not cfg.maze_visited
+
+
+def _check_brax(cfg: PPOConfig) -> None:
+    from ._brax import BACKENDS, brax_names
+
+    try:
+        names = brax_names()
+    except ImportError:
+        _fail(
+            "env", cfg.env, "Brax environments need the brax extra: pip install 'purejaxppo[brax]'."
+        )
+    name = cfg.env.removeprefix("brax/")
+    if name not in names:
+        close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
+        hint = f" Did you mean {['brax/' + c for c in close]}?" if close else ""
+        _fail("env", cfg.env, f"no such Brax environment.{hint} Brax has {names}.")
+    if cfg.brax_backend not in BACKENDS:
+        _fail("brax_backend", cfg.brax_backend, f"use one of {list(BACKENDS)}.")
 
 
 def _fail(field: str, value, fix: str):
