@@ -654,13 +654,17 @@ def _eval(cmd: EvalCmd) -> int:
         flat = jax.tree.map(lambda x: np.asarray(x).reshape(-1, cmd.episodes), ev)
         results += [jax.tree.map(lambda x, i=i: x[i], flat) for i in range(per_program)]
     chosen = range(n) if cmd.agent is None else [cmd.agent]
+    from ._evaluate import has_success
+
+    success = has_success(cfg)  # else "n/a": the env defines no success
     print(f"evaluation: {cmd.episodes} fresh {'sampled' if cmd.sampled else 'greedy'} episodes")
     print(" | ".join(["agent", *axes, "return", "success", "length"]))
     for i in chosen:
         r = results[i]
         coords = coords_of(axes, flat_index(axes, i)).values()
         print(" | ".join([str(i), *[str(c) for c in coords],
-                          f"{r.episode_return.mean():.3f}", f"{r.success.mean():.3f}",
+                          f"{r.episode_return.mean():.3f}",
+                          f"{r.success.mean():.3f}" if success else "n/a",
                           f"{r.episode_length.mean():.1f}"]))  # fmt: skip
     if cmd.gif:
         i = cmd.agent

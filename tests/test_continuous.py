@@ -274,3 +274,17 @@ def test_from_purejaxrl_maps_the_continuous_script():
     with pytest.raises(ValueError, match="BACKEND needs NORMALIZE_ENV"):
         d = {k: v for k, v in CONTINUOUS_SCRIPT.items() if k != "NORMALIZE_ENV"}
         PPOConfig.from_purejaxrl({**d, "BACKEND": "spring", "TOTAL_TIMESTEPS": 204800})
+
+
+def test_mountain_car_is_continuous_and_unbounded_actions_cannot_be_squashed():
+    from types import SimpleNamespace
+
+    from purejaxppo.envs import make_env
+
+    cfg = PENDULUM.replace(env="MountainCarContinuous-v0")
+    env = make_env(cfg)
+    assert env.action_bounds == ((-1.0,), (1.0,)) and env.action_dims == (1,)
+    unbounded = SimpleNamespace(action_bounds=((-np.inf,), (np.inf,)), action_dims=(1,))
+    assert isinstance(policy_distribution(cfg, unbounded), DiagGaussian)
+    with pytest.raises(ValueError, match="squash_actions=True is invalid: .* unbounded"):
+        policy_distribution(cfg.replace(squash_actions=True), unbounded)
