@@ -288,3 +288,33 @@ def test_mountain_car_is_continuous_and_unbounded_actions_cannot_be_squashed():
     assert isinstance(policy_distribution(cfg, unbounded), DiagGaussian)
     with pytest.raises(ValueError, match="squash_actions=True is invalid: .* unbounded"):
         policy_distribution(cfg.replace(squash_actions=True), unbounded)
+
+
+def test_a_non_finite_observation_stays_in_its_own_agent():
+    from purejaxppo._engine import Engine, agent_inputs
+
+    keys, hp, _ = agent_inputs(PENDULUM, {}, [0, 1])
+    engine = Engine(PENDULUM, mesh=False)
+    state = engine.strip(engine.init(keys, hp), 2)
+    inner = state.env_state.inner  # agent 1's pendulums start with a NaN angular velocity
+    theta_dot = np.array(inner.theta_dot)
+    theta_dot[1] = np.nan
+    poisoned = inner.replace(theta_dot=theta_dot)
+    state = eqx_replace(state, env_state=state.env_state._replace(inner=poisoned))
+    after, metrics = engine.run(state, hp, 1)
+    after, metrics = engine.strip((after, metrics), 2)
+    assert not np.isfinite(after.obs_norm.mean[1]).all()  # agent 1's statistics are gone
+    assert int(metrics.skipped_steps[1].sum()) > 0  # its steps are skipped: flagged diverged
+    assert np.isfinite(after.obs_norm.mean[0]).all() and int(metrics.skipped_steps[0].sum()) == 0
+    alone = Engine(PENDULUM, mesh=False)
+    one = jax.tree.map(lambda x: x[:1], state)
+    solo, _ = alone.run(one, jax.tree.map(lambda x: x[:1], hp), 1)
+    solo = alone.strip(solo, 1)
+    assert tree_close(jax.tree.map(lambda x: x[0], after.obs_norm),
+                      jax.tree.map(lambda x: x[0], solo.obs_norm), **ACROSS_SHAPES)  # fmt: skip
+
+
+def eqx_replace(module, **changes):
+    import dataclasses
+
+    return dataclasses.replace(module, **changes)
