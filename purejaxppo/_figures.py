@@ -99,6 +99,8 @@ def write_gif(
             f"maze_visited={cfg.maze_visited}."
         )
     env = make_env(cfg)
+    if cfg.env.startswith("brax/"):
+        return _write_brax_gif(path, env, policy, interval_ms, max_frames, key)
     if isinstance(env, JumanjiMaze):
         mask, to_jumanji = (lambda obs: obs.action_mask), (lambda action: action)
     else:
@@ -124,6 +126,30 @@ def write_gif(
 
     plt.close("all")
     return len(states)
+
+
+def _write_brax_gif(path: Path, env, policy: Policy, interval_ms: int, max_frames: int, key):
+    """One greedy episode of a Brax env, drawn by Brax's own MuJoCo renderer
+    (`brax.io.image.render_array`; offline, through EGL: see `envs._brax`)."""
+    from brax.io import image
+    from PIL import Image
+
+    @jax.jit
+    def step(policy, state, obs, mask):
+        return env.step(state, policy(obs, mask))
+
+    state, obs, mask = jax.jit(env.reset)(key)
+    pipeline = [state.inner.pipeline_state]
+    for _ in range(min(env.max_episode_steps, max_frames - 1)):
+        nxt, out = step(policy, state, obs, mask)
+        if bool(out.done):
+            break
+        state, obs, mask = nxt, out.obs, out.mask
+        pipeline.append(state.inner.pipeline_state)
+    frames = image.render_array(env.env.sys, pipeline, height=240, width=320)
+    pictures = [Image.fromarray(f) for f in frames]
+    pictures[0].save(path, save_all=True, append_images=pictures[1:], duration=interval_ms, loop=0)
+    return len(pictures)
 
 
 class _quiet:

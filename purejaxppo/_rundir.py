@@ -7,7 +7,7 @@
     curves.png      learning curves: mean over seeds, 95 % bootstrap band, one line per setting
     summary.md/csv  per setting: final return, IQM with 95 % bootstrap CI, success rate,
                     steps/s, compile and run seconds; diverged agents named
-    agent.gif       the best agent playing one episode (Jumanji's own renderer)
+    agent.gif       the best agent playing one episode (Jumanji's or Brax's own renderer)
     sweep.json, ckpt-*.eqx, .lock   a chunked run's description, checkpoints and lock
 
 ``config.json`` says ``"finished": true`` only once every other file is written;
@@ -21,6 +21,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,7 @@ from ._evaluate import Policy, evaluate, has_success, policy_of
 from ._figures import plot_curves, write_gif
 from ._networks import AbstractActorCritic, network_shapes
 from ._normalize import RunningStats, wanted
-from ._ownership import RunDirError, claim
+from ._ownership import RunDirError, RunDirWarning, claim
 from ._ppo import Metrics
 from ._sweep import SweepResult, read_json
 from .envs import can_render, make_env
@@ -114,10 +115,17 @@ def _write_run(run_dir: Path, result: SweepResult, timings, eval_episodes, gif, 
         best = _best_agent(result)
         if best is not None:
             agent = result.agent_at(best)
-            policy = Policy(agent.state.params, obs_norm=agent.state.obs_norm)
-            write_gif(
-                run_dir / "agent.gif", agent.config, policy, jax.random.PRNGKey(eval_seed + 1)
-            )
+            dist = policy_distribution(agent.config, make_env(agent.config))
+            policy = Policy(agent.state.params, dist, agent.state.obs_norm)
+            key = jax.random.PRNGKey(eval_seed + 1)
+            try:
+                write_gif(run_dir / "agent.gif", agent.config, policy, key)
+            except Exception as e:  # a renderer without its graphics stack: no GIF, say why
+                warnings.warn(
+                    f"no agent.gif: the renderer failed ({type(e).__name__}: {e}).",
+                    RunDirWarning,
+                    stacklevel=2,
+                )
     meta["finished"] = result.finished
     atomic_write(run_dir / "config.json", json.dumps(meta, indent=1).encode())
     return rows

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from purejaxppo import PPOConfig, make_train
+from purejaxppo import PPOConfig
 
 HAS_BRAX = importlib.util.find_spec("brax") is not None
 needs_brax = pytest.mark.skipif(not HAS_BRAX, reason="needs the brax extra: pip install .[brax]")
@@ -69,12 +69,22 @@ def test_time_limit_truncates_and_resets_to_the_first_state():
 @needs_brax
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_a_short_brax_run_is_finite_and_normalised():
-    state, metrics = make_train(PPOConfig(**PENDULUM))(jax.random.PRNGKey(0))
+def test_a_short_brax_run_is_finite_normalised_and_drawn(tmp_path):
+    from PIL import Image
+
+    from purejaxppo import sweep, write_run
+
+    res = sweep(PPOConfig(**PENDULUM, time_limit=20), seeds=1)
+    state, metrics = jax.tree.map(lambda x: x[0], (res.state, res.metrics))
     assert state.obs_norm is not None and state.reward_norm is not None
     for name in ("policy_loss", "value_loss", "entropy", "grad_norm"):
         assert np.isfinite(np.asarray(getattr(metrics, name))).all(), name
     assert int(metrics.skipped_steps.sum()) == 0
+    write_run(tmp_path, res, eval_episodes=0)  # agent.gif by Brax's MuJoCo renderer
+    with Image.open(tmp_path / "agent.gif") as gif:
+        assert gif.n_frames > 1 and gif.size == (320, 240)
+        gif.seek(gif.n_frames // 2)
+        assert np.asarray(gif.convert("L")).std() > 1  # a picture, not a blank frame
 
 
 @needs_brax

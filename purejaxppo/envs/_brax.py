@@ -6,12 +6,18 @@ backend a config field (``brax_backend``: "positional", "spring", "generalized",
 
 from __future__ import annotations
 
+import os
 from typing import Any, NamedTuple
 
 import jax.numpy as jnp
 from jaxtyping import Array, Int
 
 from ._base import Env, EnvStep, select_tree
+
+# Brax's offline renderer (`brax.io.image`, run directories' agent.gif) draws with MuJoCo,
+# which picks its OpenGL backend when first imported: EGL works headless. A user's own
+# MUJOCO_GL wins; this module is imported before any Brax import of ours.
+os.environ.setdefault("MUJOCO_GL", "egl")
 
 #: Brax's episode length in its training wrappers (and PureJaxRL's): a truncation.
 DEFAULT_EPISODE_STEPS = 1000

@@ -86,10 +86,9 @@ def make_env(cfg: PPOConfig) -> Env:
 def can_render(cfg: PPOConfig) -> bool:
     """Whether Jumanji's own renderer can draw this config's env: Jumanji envs, without
     ``time_input`` or ``maze_visited`` (rendering steps Jumanji's env, which keeps neither).
-    Brax's own renderer (`brax.io.html`) loads its viewer from the web, so it cannot draw
-    offline; gymnax has none."""
-    jumanji = cfg.env not in GYMNAX_ENVS and not cfg.env.startswith("brax/")
-    return jumanji and not cfg.time_input and not cfg.maze_visited
+    Brax envs draw through Brax's MuJoCo renderer (needs an OpenGL context: EGL); gymnax has
+    none."""
+    return cfg.env not in GYMNAX_ENVS and not cfg.time_input and not cfg.maze_visited
 
 
 def _check_brax(cfg: PPOConfig) -> None:
