@@ -223,6 +223,9 @@ def sweep(
     static_axes = {k: list(v) for k, v in axes.items() if k in static_field_names()}
     traced_axes = {k: v for k, v in axes.items() if k not in static_axes}
     chunked = _check_chunking(run_dir, checkpoint_every, resume)
+    if resume and overwrite:
+        raise ValueError("sweep: resume=True continues the run in run_dir and overwrite=True "
+                         "deletes it; give one of them.")  # fmt: skip
     bad_stop = not isinstance(stop_at, int) or isinstance(stop_at, bool) or stop_at < 1
     if stop_at is not None and (not chunked or bad_stop):
         raise ValueError(
