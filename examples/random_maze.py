@@ -19,7 +19,8 @@ on the image (a multi-channel 3×3 conv torso ran ~10× slower per step on this 
 always at the centre); ``ego-fresh`` is ``ego`` with 16 of each env's 64 pooled mazes
 replaced per update (``maze_refresh=16``, instead of 1) and 8 epochs instead of 4;
 ``ego-visited`` is ``ego-fresh`` with the cells visited in this episode as one more plane
-(``maze_visited=True``).
+(``maze_visited=True``); ``local`` is ``ego-fresh`` seeing only a 5×5 window around the
+agent, and ``local-gru`` the same with a recurrent policy (GRU of 256).
 """
 
 import argparse
@@ -48,6 +49,11 @@ PRESETS["ego-fresh"] = dict(PRESETS["ego"], maze_refresh=16, update_epochs=8)
 # ``ego-fresh`` with the cells visited in this episode as one more plane: ``ego-fresh``'s
 # greedy failures were mostly two cells stepped between until the time limit.
 PRESETS["ego-visited"] = dict(PRESETS["ego-fresh"], maze_visited=True)
+# Partially observed: ``ego-fresh`` seeing only the 5×5 cells around the agent
+# (``maze_view="local"``), and the same with a recurrent policy: the (256,) encoder, then a
+# GRU of 256, then the heads (docs/experiments/recurrent.md).
+PRESETS["local"] = dict(PRESETS["ego-fresh"], maze_view="local", maze_window=5)
+PRESETS["local-gru"] = dict(PRESETS["local"], network="gru", hidden_size=256, mlp_widths=(256,))
 
 
 def main() -> None:

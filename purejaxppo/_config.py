@@ -33,7 +33,7 @@ PUREJAXRL_KEYS = (
 )  # fmt: skip
 
 #: Values of `PPOConfig.maze_view`.
-MAZE_VIEWS = ("full", "egocentric")
+MAZE_VIEWS = ("full", "egocentric", "local")
 
 #: Fields that are numeric leaves of the config (traced, vmappable).
 TRACED_FIELDS = (
@@ -73,14 +73,22 @@ class PPOConfig(eqx.Module):
     ``maze_pool``). More means fewer repeats of each training maze (less to memorise) for
     more generator calls, which run once per update, outside the step loop."""
     maze_view: str = eqx.field(default="full", static=True)
-    """For Maze-v0: ``"full"`` (the seed's image: walls, agent, target, H×W) or
+    """For Maze-v0: ``"full"`` (the seed's image: walls, agent, target, H×W),
     ``"egocentric"`` (walls and target, (2H−1)×(2W−1), shifted so the agent is always at the
-    centre; outside the maze counts as wall)."""
+    centre; outside the maze counts as wall) or ``"local"`` (the egocentric view cut to the
+    ``maze_window``×``maze_window`` cells around the agent: a partially observed maze, whose
+    target is invisible until the agent is near)."""
+    maze_window: int = eqx.field(default=5, static=True)
+    """For ``maze_view="local"``: the side of the window (odd, >= 3; the agent is at its
+    centre)."""
     maze_visited: bool = eqx.field(default=False, static=True)
     """For Maze-v0: one more plane, the cells the agent has stood on in this episode (in the
     chosen view). The observation has no memory otherwise, and a memoryless greedy policy
     that cannot tell where it has been can step back and forth between two cells until the
     time limit (most of the ``ego-fresh`` preset's failures on fresh mazes did)."""
+    memory_length: int | None = eqx.field(default=None, static=True)
+    """For MemoryChain-bsuite: steps between the context (shown first) and the query (shown
+    last), which the policy must remember across. None: gymnax's default (5)."""
     brax_backend: str = eqx.field(default="positional", static=True)
     """For ``env="brax/<name>"``: Brax's physics pipeline ("positional", "spring",
     "generalized" or "mjx")."""
@@ -114,7 +122,12 @@ class PPOConfig(eqx.Module):
     """"shared": one torso (convs, then MLP) under a value and a policy head (the seed's);
     "separate": separate actor and critic MLPs with orthogonal init (PureJaxRL's);
     "per_cell": "same"-padded convs and one logit per grid cell, for envs whose action is a
-    cell of the observed grid (Minesweeper)."""
+    cell of the observed grid (Minesweeper); "gru": the shared torso, then a GRU cell of
+    ``hidden_size``, then the heads: a recurrent policy for partially observed tasks (its
+    minibatches are whole env sequences, so ``minibatch_size`` is a multiple of
+    ``num_steps``)."""
+    hidden_size: int = eqx.field(default=128, static=True)
+    """For ``network="gru"``: the size of the GRU's hidden state."""
     activation: str = eqx.field(default="relu", static=True)
     """Hidden-layer activation: "relu" (the seed's) or "tanh" (PureJaxRL's default)."""
     squash_actions: bool = eqx.field(default=False, static=True)
@@ -306,6 +319,28 @@ def _fail(field: str, value, fix: str):
     raise ValueError(f"PPOConfig.{field}={value!r} is invalid: {fix}")
 
 
+def _check_recurrent(c: PPOConfig) -> None:
+    """A recurrent network learns from whole env sequences; refuse what it cannot do."""
+    h = c.hidden_size
+    if not isinstance(h, numbers.Integral) or isinstance(h, bool) or h < 1:
+        _fail("hidden_size", h, "the GRU's hidden state needs a positive integer size.")
+    if c.network != "gru":
+        if h != 128:
+            _fail("hidden_size", h, f"it applies to network='gru' only, not {c.network!r}.")
+        return
+    if c.minibatch_size % c.num_steps:
+        per = max(1, c.minibatch_size // c.num_steps)
+        while c.num_envs % per:
+            per -= 1
+        _fail(
+            "minibatch_size",
+            c.minibatch_size,
+            "a recurrent network learns from whole env sequences of num_steps="
+            f"{c.num_steps}; use a multiple of num_steps that divides the batch, e.g. "
+            f"{per * c.num_steps} ({per} env sequence{'s' * (per > 1)} per minibatch).",
+        )
+
+
 def _validate(c: PPOConfig) -> None:
     """Refuse bad configs before anything compiles. Traced (array) leaves are skipped."""
     for name in static_field_names():
@@ -374,6 +409,21 @@ def _validate(c: PPOConfig) -> None:
         _fail("time_input", c.time_input, "use True or False.")
     if c.maze_view not in MAZE_VIEWS:
         _fail("maze_view", c.maze_view, f"use one of {list(MAZE_VIEWS)}.")
+    _check_recurrent(c)
+    if (
+        not isinstance(c.maze_window, numbers.Integral)
+        or isinstance(c.maze_window, bool)
+        or (c.maze_window < 3 or c.maze_window % 2 == 0)
+    ):
+        _fail("maze_window", c.maze_window, "use an odd integer >= 3 (the agent is at its centre).")
+    if c.maze_window != 5 and c.maze_view != "local":
+        _fail("maze_window", c.maze_window, "it applies to maze_view='local' only.")
+    if c.memory_length is not None:
+        if c.env != "MemoryChain-bsuite":
+            _fail("memory_length", c.memory_length, f"it applies to MemoryChain-bsuite only, "
+                  f"not env={c.env!r}; drop it.")  # fmt: skip
+        if not isinstance(c.memory_length, numbers.Integral) or c.memory_length < 1:
+            _fail("memory_length", c.memory_length, "use a positive integer (or None).")
     if c.maze_view != "full" and c.env != "Maze-v0":
         _fail("maze_view", c.maze_view, f"it applies to Maze-v0 only, not env={c.env!r}.")
     for name in ("squash_actions", "state_dependent_std"):

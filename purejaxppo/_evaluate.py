@@ -8,8 +8,9 @@ agents and episodes, one `lax.scan` over time. Each episode starts from a fresh
 new ones, never a training instance) and counts only its first episode. Every agent plays the
 same episodes.
 
-`Policy` is one agent's network as a plain callable, ``policy(obs, mask) -> action``; users
-of other libraries trip on extracting it from vmapped parameters, so `policy_of` does that.
+`Policy` is one agent's network as a plain callable, ``policy(obs, mask) -> action`` (with
+memory: ``policy.step(hidden, obs, mask) -> (action, hidden)``); users of other libraries
+trip on extracting it from vmapped parameters, so `policy_of` does that.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
 from ._config import PPOConfig
 from ._distributions import Categorical, Distribution, policy_distribution
-from ._networks import AbstractActorCritic, network_shapes
+from ._networks import AbstractActorCritic, is_recurrent, network_shapes
 from ._normalize import RunningStats, wanted
 from .envs import Env, make_env
 
@@ -49,25 +50,67 @@ class Policy(eqx.Module):
     greedy (the most probable legal action; a Gaussian's mean); with one it is sampled.
     Continuous actions come back as the env takes them (clipped or squashed into its bounds).
     ``obs_norm``: the observation statistics frozen at the end of training, applied first.
+
+    A recurrent policy (``network="gru"``) has memory, which the caller carries::
+
+        hidden = policy.initial_hidden(batch_shape)
+        action, hidden = policy.step(hidden, obs, mask)         # every step
+        hidden = policy.reset(hidden, done)                     # where an episode ended
+
+    ``step`` works for every policy (a feedforward one's hidden state has size 0), so code
+    written with it serves both; calling a recurrent policy without its memory is refused.
     """
 
     network: AbstractActorCritic
     dist: Distribution | None = None  # None: the network's categorical
     obs_norm: RunningStats | None = None
 
+    @property
+    def recurrent(self) -> bool:
+        return is_recurrent(self.network)
+
+    def initial_hidden(self, batch: tuple[int, ...] = ()) -> Float[Array, "*B H"]:
+        """The memory of an episode's start, for ``batch`` envs (size 0 if feedforward)."""
+        h = self.network.initial_hidden() if self.recurrent else jnp.zeros(0, jnp.float32)
+        return jnp.broadcast_to(h, (*batch, h.shape[-1]))
+
+    def reset(self, hidden: Float[Array, "*B H"], done: Bool[Array, "*B"]) -> Array:
+        """``hidden`` with the envs whose episode ended set back to the initial memory."""
+        return jnp.where(done[..., None], self.initial_hidden(), hidden)
+
     def __call__(
         self, obs: Array, mask: Bool[Array, "*B A"], key: PRNGKeyArray | None = None
     ) -> Int[Array, "*B"] | Int[Array, "*B k"] | Float[Array, "*B k"]:
+        if self.recurrent:
+            raise TypeError(
+                "this policy is recurrent (network='gru'): call policy.step(hidden, obs, mask) "
+                "with hidden = policy.initial_hidden(batch_shape), and carry the hidden state "
+                "it returns (policy.reset(hidden, done) at episode ends)."
+            )
+        return self.step(self.initial_hidden(mask.shape[:-1]), obs, mask, key)[0]
+
+    def step(
+        self,
+        hidden: Float[Array, "*B H"],
+        obs: Array,
+        mask: Bool[Array, "*B A"],
+        key: PRNGKeyArray | None = None,
+    ) -> tuple[Int[Array, "*B"] | Int[Array, "*B k"] | Float[Array, "*B k"], Array]:
+        """One step: ``(action, new hidden)``; the action as in ``__call__``."""
         batch = mask.shape[:-1]
         dist = Categorical(self.network.action_dims) if self.dist is None else self.dist
         flat_obs = obs.reshape(-1, *obs.shape[len(batch) :])
+        flat_hidden = hidden.reshape(flat_obs.shape[0], hidden.shape[-1])
         if self.obs_norm is not None:
             flat_obs = self.obs_norm.normalize(flat_obs)
-        out, _ = jax.vmap(self.network)(flat_obs)
+        if self.recurrent:
+            flat_hidden, (out, _) = jax.vmap(self.network.step)(flat_hidden, flat_obs)
+        else:
+            out, _ = jax.vmap(self.network)(flat_obs)
         p = dist.params(out, mask.reshape(-1, mask.shape[-1]))
         action = dist.mode(p) if key is None else dist.sample(key, p)
         action = dist.env_action(action)
-        return action.reshape(*batch, *action.shape[1:])
+        return action.reshape(*batch, *action.shape[1:]), flat_hidden.reshape(hidden.shape)
 
 
 def policy_of(
@@ -138,16 +181,19 @@ def _evaluate_all(
         zeros = jnp.zeros(num_episodes)
 
         def step(carry, k):
-            state, obs, mask, ret, length, alive = carry
-            action = policy(obs, mask, None if greedy else k)
+            state, obs, mask, hidden, ret, length, alive = carry
+            action, hidden = policy.step(hidden, obs, mask, None if greedy else k)
             state, out = jax.vmap(env.step)(state, action)
             ret = ret + jnp.where(alive, out.reward, 0.0)
             length = length + alive.astype(jnp.int32)
             alive = alive & ~out.done  # only each env's first episode counts
-            return (state, out.obs, out.mask, ret, length, alive), None
+            hidden = policy.reset(hidden, out.done)
+            return (state, out.obs, out.mask, hidden, ret, length, alive), None
 
-        init = (state, obs, mask, zeros, zeros.astype(jnp.int32), jnp.ones(num_episodes, bool))
-        (_, _, _, ret, length, alive), _ = jax.lax.scan(
+        hidden = policy.initial_hidden((num_episodes,))
+        init = (state, obs, mask, hidden, zeros, zeros.astype(jnp.int32),
+                jnp.ones(num_episodes, bool))  # fmt: skip
+        (_, _, _, _, ret, length, alive), _ = jax.lax.scan(
             step, init, jax.random.split(act_key, steps)
         )
         threshold = jnp.inf if env.success_return is None else env.success_return

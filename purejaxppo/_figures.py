@@ -109,14 +109,14 @@ def write_gif(
     jumanji_env = env.env
 
     @jax.jit
-    def step(policy, state, ts):
-        action = policy(env.encode(ts.observation), mask(ts.observation))
-        return jumanji_env.step(state, to_jumanji(action))
+    def step(policy, state, ts, hidden):  # a recurrent policy carries its memory
+        action, hidden = policy.step(hidden, env.encode(ts.observation), mask(ts.observation))
+        return *jumanji_env.step(state, to_jumanji(action)), hidden
 
     state, ts = jax.jit(jumanji_env.reset)(key)
-    states = [state]
+    states, hidden = [state], policy.initial_hidden()
     for _ in range(min(env.max_episode_steps, max_frames - 1)):
-        state, ts = step(policy, state, ts)
+        state, ts, hidden = step(policy, state, ts, hidden)
         states.append(state)
         if bool(ts.last()):
             break
@@ -135,13 +135,14 @@ def _write_brax_gif(path: Path, env, policy: Policy, interval_ms: int, max_frame
     from PIL import Image
 
     @jax.jit
-    def step(policy, state, obs, mask):
-        return env.step(state, policy(obs, mask))
+    def step(policy, state, obs, mask, hidden):
+        action, hidden = policy.step(hidden, obs, mask)
+        return *env.step(state, action), hidden
 
     state, obs, mask = jax.jit(env.reset)(key)
-    pipeline = [state.inner.pipeline_state]
+    pipeline, hidden = [state.inner.pipeline_state], policy.initial_hidden()
     for _ in range(min(env.max_episode_steps, max_frames - 1)):
-        nxt, out = step(policy, state, obs, mask)
+        nxt, out, hidden = step(policy, state, obs, mask, hidden)
         if bool(out.done):
             break
         state, obs, mask = nxt, out.obs, out.mask

@@ -126,26 +126,7 @@ class SharedActorCritic(AbstractActorCritic):
         self.log_std = log_std
         num_actions = sum(self.action_dims)
         keys = iter(jax.random.split(key, len(conv_channels) + len(mlp_widths) + 3))
-        convs = []
-        if len(obs_shape) == 3:  # (C, H, W) grid
-            c, h, w = obs_shape
-            for out in conv_channels:
-                convs.append(Conv2d(c, out, 3, key=next(keys)))
-                c, h, w = out, h - 2, w - 2
-                if h < 1 or w < 1:
-                    raise ValueError(
-                        f"PPOConfig.conv_channels={conv_channels!r}: too many 3×3 convolutions "
-                        f"for an observation of shape {obs_shape}."
-                    )
-            width = c * h * w
-        else:
-            width = math.prod(obs_shape)
-        self.convs = tuple(convs)
-        mlp = []
-        for out in mlp_widths:
-            mlp.append(eqx.nn.Linear(width, out, key=next(keys)))
-            width = out
-        self.mlp = tuple(mlp)
+        self.convs, self.mlp, width = _torso(obs_shape, conv_channels, mlp_widths, keys)
         self.value_head = eqx.nn.Linear(width, "scalar", key=next(keys))
         head = eqx.nn.Linear(width, num_actions, key=next(keys))
         w = orthogonal(next(keys), (num_actions, width), scale=0.01)
@@ -155,14 +136,44 @@ class SharedActorCritic(AbstractActorCritic):
         )
 
     def __call__(self, obs: Array) -> tuple[Float[Array, " A"], Float[Array, ""]]:
-        act = ACTIVATIONS[self.activation]
-        x = obs.astype(jnp.float32)
-        for conv in self.convs:
-            x = act(conv(x))
-        x = x.reshape(-1)
-        for lin in self.mlp:
-            x = act(lin(x))
+        x = _run_torso(self.convs, self.mlp, ACTIVATIONS[self.activation], obs)
         return _with_log_std(self.policy_head(x), self.log_std), self.value_head(x)
+
+
+def _torso(obs_shape, conv_channels, mlp_widths, keys) -> tuple[tuple, tuple, int]:
+    """3×3 valid convolutions (grids only), then Linear layers: (convs, mlp, output width).
+
+    Draws one key from ``keys`` per layer, convolutions first.
+    """
+    convs = []
+    if len(obs_shape) == 3:  # (C, H, W) grid
+        c, h, w = obs_shape
+        for out in conv_channels:
+            convs.append(Conv2d(c, out, 3, key=next(keys)))
+            c, h, w = out, h - 2, w - 2
+            if h < 1 or w < 1:
+                raise ValueError(
+                    f"PPOConfig.conv_channels={conv_channels!r}: too many 3×3 convolutions "
+                    f"for an observation of shape {obs_shape}."
+                )
+        width = c * h * w
+    else:
+        width = math.prod(obs_shape)
+    mlp = []
+    for out in mlp_widths:
+        mlp.append(eqx.nn.Linear(width, out, key=next(keys)))
+        width = out
+    return tuple(convs), tuple(mlp), width
+
+
+def _run_torso(convs, mlp, act, obs: Array) -> Float[Array, " W"]:
+    x = obs.astype(jnp.float32)
+    for conv in convs:
+        x = act(conv(x))
+    x = x.reshape(-1)
+    for lin in mlp:
+        x = act(lin(x))
+    return x
 
 
 #: `PPOConfig.activation` names → functions (the one list of choices).
@@ -389,6 +400,116 @@ class SeparateActorCritic(AbstractActorCritic):
         return _with_log_std(run(self.actor), self.log_std), run(self.critic)
 
 
+class AbstractRecurrentActorCritic(AbstractActorCritic):
+    """A network with memory: ``step(hidden, obs) -> (hidden, (out, value))``.
+
+    The hidden state is one vector per env; it starts at `initial_hidden` and is reset to
+    it when an episode ends (the trainer does so after the step that ends the episode, i.e.
+    before the step that starts the next one). ``net(obs)`` is refused: without a hidden
+    state the output would be that of an episode's first step, silently.
+    """
+
+    hidden_size: eqx.AbstractVar[int]
+
+    def initial_hidden(self) -> Float[Array, " H"]:
+        return jnp.zeros(self.hidden_size, jnp.float32)
+
+    @abc.abstractmethod
+    def step(
+        self, hidden: Float[Array, " H"], obs: Array
+    ) -> tuple[Float[Array, " H"], tuple[Float[Array, " A"], Float[Array, ""]]]:
+        raise NotImplementedError
+
+    def unroll(
+        self, hidden: Float[Array, " H"], obs: Array, done: Bool[Array, " T"]
+    ) -> tuple[Float[Array, "T A"], Float[Array, " T"]]:
+        """``step`` over one env's sequence of T observations from ``hidden``, resetting to
+        `initial_hidden` after each step whose ``done`` is set, as the rollout does."""
+
+        def body(h, x):
+            o, d = x
+            h, out = self.step(h, o)
+            return jnp.where(d, self.initial_hidden(), h), out
+
+        return jax.lax.scan(body, hidden, (obs, done))[1]
+
+    def __call__(self, obs: Array) -> tuple[Float[Array, " A"], Float[Array, ""]]:
+        raise TypeError(
+            f"{type(self).__name__} is recurrent: call net.step(hidden, obs) with hidden = "
+            "net.initial_hidden() at an episode's start (or use Policy.step)."
+        )
+
+
+class GRUActorCritic(AbstractRecurrentActorCritic):
+    """Encoder → GRU cell → policy and value heads (``network="gru"``).
+
+    The encoder is `SharedActorCritic`'s torso (3×3 convolutions for grids, then
+    ``mlp_widths``); its output feeds an `eqx.nn.GRUCell` of ``hidden_size``, whose new
+    hidden state feeds a linear policy head (orthogonal at 0.01, zero bias: a near-uniform
+    first policy) and a scalar value head. The encoder is feedforward, so `unroll` encodes
+    a whole sequence in one batched pass and scans only the cell: a minibatch of sequences
+    costs T small matmuls, not T encoder passes.
+    """
+
+    convs: tuple[Conv2d, ...]
+    mlp: tuple[eqx.nn.Linear, ...]
+    cell: eqx.nn.GRUCell
+    value_head: eqx.nn.Linear
+    policy_head: eqx.nn.Linear
+    activation: str = eqx.field(static=True, default="relu")
+    action_dims: tuple[int, ...] = eqx.field(static=True, default=(4,))
+    hidden_size: int = eqx.field(static=True, default=128)
+    log_std: Float[Array, " k"] | None = None  # a Gaussian policy's learned log-std
+
+    def __init__(
+        self,
+        obs_shape: tuple[int, ...],
+        num_actions: int | tuple[int, ...],
+        conv_channels: tuple[int, ...] = (1,),
+        mlp_widths: tuple[int, ...] = (64,),
+        *,
+        hidden_size: int = 128,
+        activation: str = "relu",
+        log_std: Float[Array, " k"] | None = None,
+        key: PRNGKeyArray,
+    ):
+        self.activation = activation
+        self.action_dims = _action_dims(num_actions)
+        self.hidden_size = hidden_size
+        self.log_std = log_std
+        num_actions = sum(self.action_dims)
+        keys = iter(jax.random.split(key, len(conv_channels) + len(mlp_widths) + 3))
+        self.convs, self.mlp, width = _torso(obs_shape, conv_channels, mlp_widths, keys)
+        self.cell = eqx.nn.GRUCell(width, hidden_size, key=next(keys))
+        self.value_head = eqx.nn.Linear(hidden_size, "scalar", key=next(keys))
+        self.policy_head = _orthogonal_linear(hidden_size, num_actions, 0.01, next(keys))
+
+    def encode(self, obs: Array) -> Float[Array, " W"]:
+        return _run_torso(self.convs, self.mlp, ACTIVATIONS[self.activation], obs)
+
+    def heads(self, hidden: Float[Array, " H"]) -> tuple[Float[Array, " A"], Float[Array, ""]]:
+        return _with_log_std(self.policy_head(hidden), self.log_std), self.value_head(hidden)
+
+    def step(self, hidden, obs):
+        hidden = self.cell(self.encode(obs), hidden)
+        return hidden, self.heads(hidden)
+
+    def unroll(self, hidden, obs, done):
+        x = jax.vmap(self.encode)(obs)
+
+        def body(h, xd):
+            h = self.cell(xd[0], h)
+            return jnp.where(xd[1], self.initial_hidden(), h), h
+
+        _, hs = jax.lax.scan(body, hidden, (x, done))
+        return jax.vmap(self.heads)(hs)
+
+
+def is_recurrent(net: AbstractActorCritic) -> bool:
+    """Whether ``net`` carries a hidden state (see `AbstractRecurrentActorCritic`)."""
+    return isinstance(net, AbstractRecurrentActorCritic)
+
+
 def _with_log_std(out: Float[Array, " P"], log_std: Array | None) -> Float[Array, " P"]:
     """A Gaussian head's ``mean | log_std`` when the log-std is a parameter (else as is)."""
     return out if log_std is None else jnp.concatenate([out, log_std])
@@ -399,6 +520,7 @@ NETWORKS: dict[str, type[AbstractActorCritic]] = {
     "shared": SharedActorCritic,
     "separate": SeparateActorCritic,
     "per_cell": PerCellActorCritic,
+    "gru": GRUActorCritic,
 }
 
 
@@ -415,14 +537,16 @@ def make_network(cfg, obs_shape: tuple[int, ...], action, key: PRNGKeyArray) -> 
     cls = NETWORKS[cfg.network]
     extra = {}
     if size is not None:
-        if cls not in (SharedActorCritic, SeparateActorCritic):
+        if cls is PerCellActorCritic:
             raise ValueError(
                 f"PPOConfig.network={cfg.network!r} is invalid: it cannot serve continuous "
-                "actions; use network='shared' or 'separate'."
+                "actions; use network='shared', 'separate' or 'gru'."
             )
         init = jnp.full(size, cfg.log_std_init, jnp.float32)
         if not cfg.state_dependent_std:
             extra["log_std"] = init
+    if cls is GRUActorCritic:
+        extra["hidden_size"] = cfg.hidden_size
     outputs = dims if size is None else (2 * size if cfg.state_dependent_std else size)
     net = cls(
         obs_shape, outputs, cfg.conv_channels, cfg.mlp_widths, activation=cfg.activation,

@@ -27,7 +27,7 @@ from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
 from ._config import PPOConfig
 from ._distributions import Categorical, Distribution, policy_distribution
-from ._networks import AbstractActorCritic, make_network
+from ._networks import AbstractActorCritic, is_recurrent, make_network
 from ._normalize import RewardScaler, RunningStats, wanted
 from .envs import Env
 
@@ -48,6 +48,9 @@ class Transition(NamedTuple):
     # The observation reached before any auto-reset, for envs that can truncate (valued after
     # the rollout, see `bootstrap_values`); None otherwise.
     final_obs: Array | None = None
+    # Recurrent networks on envs that can truncate: the hidden state after this step, before
+    # any reset, from which ``final_obs`` is valued. None otherwise.
+    final_hidden: Float[Array, "*batch H"] | None = None
 
 
 class RunnerState(eqx.Module):
@@ -64,6 +67,9 @@ class RunnerState(eqx.Module):
     update: Int[Array, ""]
     obs_norm: RunningStats | None = None  # with ``normalize_obs``: ``obs`` is normalised
     reward_norm: RewardScaler | None = None  # with ``normalize_reward``
+    # Recurrent networks: each env's hidden state, the network's memory of its episode so far
+    # (reset to the initial one when an episode ends). None for feedforward networks.
+    hidden: Float[Array, "N H"] | None = None
 
 
 class Metrics(NamedTuple):
@@ -125,6 +131,9 @@ def init_state(cfg: PPOConfig, env: Env, key: PRNGKeyArray) -> RunnerState:
         obs = obs_norm.normalize(obs)
     if wanted(cfg.normalize_reward, env):
         reward_norm = RewardScaler.init(cfg.num_envs)
+    hidden = None
+    if is_recurrent(params):
+        hidden = jnp.broadcast_to(params.initial_hidden(), (cfg.num_envs, cfg.hidden_size))
     return RunnerState(
         params=params,
         opt_state=make_optimizer(cfg).init(ravel_pytree(params)[0]),
@@ -137,6 +146,7 @@ def init_state(cfg: PPOConfig, env: Env, key: PRNGKeyArray) -> RunnerState:
         update=jnp.zeros((), jnp.int32),
         obs_norm=obs_norm,
         reward_norm=reward_norm,
+        hidden=hidden,
     )
 
 
@@ -152,13 +162,20 @@ def collect(cfg: PPOConfig, env: Env, state: RunnerState):
 
     Returns the new state, the (num_steps, num_envs) transitions, and sums over the episodes
     that ended (kept in the carry, so nothing per-step escapes the update).
+
+    A recurrent network steps each env's hidden state along, and resets it to the initial
+    one after the step that ends an episode, so the next episode starts with no memory.
     """
     net = state.params
     dist = policy_distribution(cfg, env)  # masked categoricals, or a Gaussian
 
     def step(carry, key):
         s, sums = carry
-        out_params, value = jax.vmap(net)(s.obs)
+        if s.hidden is None:
+            hidden = None
+            out_params, value = jax.vmap(net)(s.obs)
+        else:
+            hidden, (out_params, value) = jax.vmap(net.step)(s.hidden, s.obs)
         p = dist.params(out_params, s.mask)
         action = dist.sample(key, p)
         # The env gets the action clipped (or squashed) into its bounds; the buffer keeps the
@@ -179,10 +196,14 @@ def collect(cfg: PPOConfig, env: Env, state: RunnerState):
             obs_norm = obs_norm.update(out.obs)
             next_obs = obs_norm.normalize(out.obs)
             final_obs = None if final_obs is None else obs_norm.normalize(final_obs)
+        truncates = env.can_truncate
         transition = Transition(
             s.obs, s.mask, action, dist.log_prob(p, action), value, reward,
-            out.terminated, out.done, final_obs if env.can_truncate else None,
+            out.terminated, out.done, final_obs if truncates else None,
+            hidden if truncates else None,
         )  # fmt: skip
+        if hidden is not None:  # the next episode starts with no memory
+            hidden = jnp.where(out.done[:, None], net.initial_hidden(), hidden)
         s = dataclasses.replace(
             s,
             env_state=env_state,
@@ -192,6 +213,7 @@ def collect(cfg: PPOConfig, env: Env, state: RunnerState):
             episode_length=jnp.where(out.done, 0, ep_len),
             obs_norm=obs_norm,
             reward_norm=reward_norm,
+            hidden=hidden,
         )
         return (s, sums), transition
 
@@ -247,10 +269,16 @@ def ppo_loss(
     adv,
     target,
     dist: Distribution | None = None,
+    hidden: Float[Array, "M H"] | None = None,
 ):
-    """The clipped PPO loss of one minibatch; ``dist`` defaults to the network's categorical."""
+    """The clipped PPO loss of one minibatch; ``dist`` defaults to the network's categorical.
+
+    Feedforward: ``mb`` holds M transitions. Recurrent: ``mb`` holds M whole env sequences,
+    (T, M, ...), and ``hidden`` their hidden states at the rollout's start; the network
+    re-runs each sequence from there with the rollout's resets (`forward`).
+    """
     dist = Categorical(net.action_dims) if dist is None else dist
-    out, value = jax.vmap(net)(mb.obs)  # value: (M,) — a scalar head, so no (M, M) broadcast
+    out, value = forward(net, mb, hidden)  # value: a scalar head, so no (M, M) broadcast
     p = dist.params(out, mb.mask)  # the same masking as in `collect`
     log_ratio = dist.log_prob(p, mb.action) - mb.log_prob
     ratio = jnp.exp(log_ratio)
@@ -275,6 +303,18 @@ def ppo_loss(
         skipped=jnp.zeros(()),
     )
     return total, info
+
+
+def forward(net: AbstractActorCritic, mb: Transition, hidden: Array | None = None):
+    """The network's (outputs, values) for a minibatch's observations, shaped like them.
+
+    Recurrent networks unroll each env's sequence (axis 1 of ``mb``) from ``hidden``,
+    resetting where the rollout did, so on unchanged parameters this reproduces the
+    rollout's outputs (up to float rounding of different batch shapes; tested).
+    """
+    if hidden is None:
+        return jax.vmap(net)(mb.obs)
+    return jax.vmap(net.unroll, in_axes=(0, 1, 1), out_axes=1)(hidden, mb.obs, mb.done)
 
 
 # ------------------------------------------------------------------ epochs + minibatches ---
@@ -302,24 +342,38 @@ def learn(
     adv,
     target,
     dist: Distribution | None = None,
+    hidden: Float[Array, "N H"] | None = None,
 ):
-    """``update_epochs`` passes of minibatch SGD over one flattened batch."""
+    """``update_epochs`` passes of minibatch SGD over one batch.
+
+    Feedforward (``hidden`` None): ``batch`` is flat, (num_envs·num_steps, ...), and each
+    minibatch is a random set of its rows. Recurrent: ``batch`` is (num_steps, num_envs,
+    ...) and each minibatch a random set of whole env sequences (envs are shuffled, never
+    time steps, as in PureJaxRL's ``ppo_rnn.py``), with ``hidden`` the envs' hidden states
+    at the rollout's start.
+    """
     tx = make_optimizer(cfg)
     # The optimiser sees all parameters as one flat vector: Adam, the clip and the gradient
     # norm then run as a few fused kernels instead of a few per weight array. On XLA:CPU each
     # kernel launch costs microseconds, which at this network size is most of the update.
     flat_params, unravel = ravel_pytree(state.params)
 
-    def flat_loss(flat, mb, adv, target):
-        return ppo_loss(unravel(flat), cfg, mb, adv, target, dist)
+    def flat_loss(flat, mb, adv, target, mb_hidden):
+        return ppo_loss(unravel(flat), cfg, mb, adv, target, dist, mb_hidden)
+
+    if hidden is None:  # rows of the flat batch
+        rows, gather = cfg.batch_size, lambda x, idx: x[idx]
+    else:  # env sequences: axis 1 of (T, N, ...)
+        rows, gather = cfg.num_envs, lambda x, idx: x[:, idx]
 
     grad_fn = jax.value_and_grad(flat_loss, has_aux=True)
 
     def minibatch(carry, idx):
         params, opt_state = carry
         # Gather just this minibatch's rows: the batch itself is never copied (defect 5).
-        mb, mb_adv, mb_target = jax.tree.map(lambda x: x[idx], (batch, adv, target))
-        (loss, info), grads = grad_fn(params, mb, mb_adv, mb_target)
+        mb, mb_adv, mb_target = jax.tree.map(lambda x: gather(x, idx), (batch, adv, target))
+        mb_hidden = None if hidden is None else hidden[idx]
+        (loss, info), grads = grad_fn(params, mb, mb_adv, mb_target, mb_hidden)
         updates, new_opt_state = tx.update(grads, opt_state, params)
         # A non-finite loss or gradient skips the step: the agent keeps its last finite
         # parameters and optimiser state instead of turning into NaN, and the skip is counted
@@ -331,7 +385,7 @@ def learn(
         return (params, opt_state), info
 
     def epoch(carry, key):
-        perm = shuffle(key, cfg.batch_size)
+        perm = shuffle(key, rows)
         return jax.lax.scan(minibatch, carry, perm.reshape(cfg.num_minibatches, -1))
 
     key, epoch_key = jax.random.split(state.key)
@@ -359,13 +413,25 @@ def bootstrap_values(traj: Transition, state: RunnerState) -> Float[Array, "T N"
     Otherwise (Maze: every ending is a termination, whose bootstrap term is zeroed anyway) it
     is the next step's stored value and, for the last step, the value of the current
     observations.
+
+    A recurrent network values an observation with the hidden state it would have met it
+    with: ``final_obs`` with the step's hidden state before any reset (``final_hidden``),
+    the current observations with the current hidden states.
     """
+    net = state.params
     if traj.final_obs is not None:
         t, n = traj.value.shape
         final = traj.final_obs.reshape(t * n, *traj.final_obs.shape[2:])
-        return jax.vmap(state.params)(final)[1].reshape(t, n)
-    _, last_value = jax.vmap(state.params)(state.obs)
+        hidden = None if traj.final_hidden is None else traj.final_hidden.reshape(t * n, -1)
+        return _values(net, final, hidden).reshape(t, n)
+    last_value = _values(net, state.obs, state.hidden)
     return jnp.concatenate([traj.value[1:], last_value[None]], axis=0)
+
+
+def _values(net: AbstractActorCritic, obs: Array, hidden: Array | None) -> Float[Array, " B"]:
+    if hidden is None:
+        return jax.vmap(net)(obs)[1]
+    return jax.vmap(net.step)(hidden, obs)[1][1]
 
 
 def update_step(cfg: PPOConfig, env: Env, state: RunnerState) -> tuple[RunnerState, Metrics]:
@@ -376,6 +442,7 @@ def update_step(cfg: PPOConfig, env: Env, state: RunnerState) -> tuple[RunnerSta
             state.env_state, jax.random.split(refresh_key, cfg.num_envs)
         )
         state = dataclasses.replace(state, env_state=env_state, key=key)
+    hidden = state.hidden  # recurrent: where the loss re-runs each env's sequence from
     state, traj, sums = collect(cfg, env, state)
     next_values = bootstrap_values(traj, state)
     adv, target = gae(
@@ -387,10 +454,13 @@ def update_step(cfg: PPOConfig, env: Env, state: RunnerState) -> tuple[RunnerSta
         cfg.gamma,
         cfg.gae_lambda,
     )
-    traj = traj._replace(final_obs=None)  # valued above; the minibatches do not need it
-    flat = jax.tree.map(lambda x: x.reshape(cfg.batch_size, *x.shape[2:]), traj)
+    traj = traj._replace(final_obs=None, final_hidden=None)  # valued above
     dist = policy_distribution(cfg, env)
-    state, info = learn(cfg, state, flat, adv.reshape(-1), target.reshape(-1), dist)
+    if hidden is None:  # minibatches of transitions
+        flat = jax.tree.map(lambda x: x.reshape(cfg.batch_size, *x.shape[2:]), traj)
+        state, info = learn(cfg, state, flat, adv.reshape(-1), target.reshape(-1), dist)
+    else:  # minibatches of whole env sequences
+        state, info = learn(cfg, state, traj, adv, target, dist, hidden)
     explained = 1.0 - jnp.var(target - traj.value) / jnp.var(target)
     count = sums.count
     metrics = Metrics(

@@ -55,7 +55,10 @@ def test_numeric_hyperparameters_are_leaves_and_shapes_are_static():
         ({"env": "Snake-v2"}, r"no such environment. Did you mean \['Snake-v1'"),
         ({"time_input": 1}, r"time_input=1 is invalid: use True or False"),
         ({"env": "CartPole-v1", "maze": "easy"}, r"maze options apply to Maze-v0 only"),
-        ({"network": "cnn"}, r"'cnn' is invalid: use one of \['shared', 'separate', 'per_cell'\]"),
+        (
+            {"network": "cnn"},
+            r"'cnn' is invalid: use one of \['shared', 'separate', 'per_cell', 'gru'\]",
+        ),
         ({"activation": "gelu"}, r"activation='gelu' is invalid"),
         ({"maze_pool": -1}, r"maze_pool=-1 is invalid"),
     ],

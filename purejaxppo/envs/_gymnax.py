@@ -30,7 +30,7 @@ class GymnaxEnv(Env):
 
     can_truncate = True
 
-    def __init__(self, name: str, time_limit: int | None = None):
+    def __init__(self, name: str, time_limit: int | None = None, memory_length: int | None = None):
         try:
             import gymnax
         except ImportError as e:
@@ -40,6 +40,10 @@ class GymnaxEnv(Env):
         self.env, self.params = gymnax.make(name)
         if time_limit is not None:
             self.params = self.params.replace(max_steps_in_episode=time_limit)
+        if memory_length is not None:  # MemoryChain-bsuite (the config checks the name)
+            self.params = self.params.replace(memory_length=memory_length)
+        if name == "MemoryChain-bsuite":  # +1 for the right answer at the end, -1 otherwise
+            self.success_return = 1.0
         space = self.env.action_space(self.params)
         if hasattr(space, "n"):  # discrete
             self.num_actions = int(space.n)

@@ -1,5 +1,5 @@
-"""Jumanji's Maze-v0 with the seed's image encoding, an egocentric view, a reset pool of
-random mazes, and an optional visited-cells plane."""
+"""Jumanji's Maze-v0 with the seed's image encoding, an egocentric or local (partially
+observed) view, a reset pool of random mazes, and an optional visited-cells plane."""
 
 from __future__ import annotations
 
@@ -20,9 +20,12 @@ class JumanjiMaze(Env):
     ``view="full"``: channel 0 is the walls, channel 1 a one-hot of the agent, channel 2 a
     one-hot of the target, stored as uint8 (a quarter of float32). ``view="egocentric"``: the
     walls and the target on a (2H−1)×(2W−1) canvas shifted so that the agent sits at its
-    centre (so no agent channel), with everything outside the maze a wall. The action mask is
-    Jumanji's own either way. ``visited=True`` adds a last plane, the cells the agent has stood
-    on in this episode, in the same view (the state then carries it: `VisitedMaze`).
+    centre (so no agent channel), with everything outside the maze a wall. ``view="local"``:
+    the egocentric view cut to the ``window``×``window`` cells around the agent, so the maze
+    is partially observed (the target is invisible until it is within the window). The
+    action mask is Jumanji's own in every view. ``visited=True`` adds a last plane, the cells
+    the agent has stood on in this episode, in the same view (the state then carries it:
+    `VisitedMaze`).
     """
 
     def __init__(
@@ -34,6 +37,7 @@ class JumanjiMaze(Env):
         view: str = "full",
         refresh: int = 1,
         visited: bool = False,
+        window: int = 5,
     ):
         resolved = resolve_maze(maze, maze_size)
         if isinstance(resolved, MazeLayout):
@@ -49,7 +53,8 @@ class JumanjiMaze(Env):
         self.view = view
         self.visited = visited
         planes = (3 if view == "full" else 2) + visited
-        self.obs_shape = (planes, h, w) if view == "full" else (planes, 2 * h - 1, 2 * w - 1)
+        side = {"full": (h, w), "egocentric": (2 * h - 1, 2 * w - 1), "local": (window, window)}
+        self.obs_shape = (planes, *side[view])
         self.obs_dtype = jnp.uint8
         self.max_episode_steps = int(self.env.time_limit)
         self.success_return = 1.0  # the target's reward; every other step gives 0
@@ -74,7 +79,11 @@ class JumanjiMaze(Env):
         # Egocentric: the walls and target as seen from the agent, which is always at the
         # centre. An MLP then reads "wall to my left" from the same input wherever the agent
         # is, instead of learning it once per cell (docs/experiments/random-maze.md).
+        # Local: the same, with only window // 2 cells of margin around the maze, then cut to
+        # the window: what lies further away is not seen.
         h, w = self.env.num_rows, self.env.num_cols
+        if self.view == "local":
+            h = w = self.obs_shape[1] // 2 + 1
         pad = ((h - 1, h - 1), (w - 1, w - 1))
         canvas = jnp.stack(
             [

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 #: gymnax environments with an adapter (gymnax 1.0 API; ``pip install purejaxppo[gymnax]``).
 GYMNAX_ENVS = (
     "CartPole-v1", "Acrobot-v1", "Breakout-MinAtar", "Pendulum-v1", "MountainCarContinuous-v0",
+    "MemoryChain-bsuite",
 )  # fmt: skip
 #: Jumanji environments beyond Maze with their own observation encoder, trained in the tests.
 #: Other registered Jumanji envs with (multi-)discrete actions run through the flattening
@@ -68,10 +69,10 @@ def make_env(cfg: PPOConfig) -> Env:
     if cfg.env == "Maze-v0":
         env = JumanjiMaze(
             cfg.maze_spec, cfg.maze_size, cfg.time_limit, cfg.maze_pool, cfg.maze_view,
-            cfg.maze_refresh, cfg.maze_visited,
+            cfg.maze_refresh, cfg.maze_visited, cfg.maze_window,
         )  # fmt: skip
     elif cfg.env in GYMNAX_ENVS:
-        env = GymnaxEnv(cfg.env, cfg.time_limit)
+        env = GymnaxEnv(cfg.env, cfg.time_limit, cfg.memory_length)
     elif cfg.env.startswith("brax/"):
         from ._brax import BraxEnv
 

@@ -1,0 +1,48 @@
+"""What memory costs: seconds per update of the GRU network against the MLP of the same width.
+
+Run:  pytest benchmarks/bench_recurrent.py -s
+
+One config (random 10×10 mazes seen through the 5×5 local window, 16 envs × 128 steps,
+4 epochs of 4 minibatches = 4 env sequences each), two networks of width 64: ``gru`` (a
+Linear(64) encoder, then a GRU of 64, then the heads) and ``shared`` (MLP 64-64, then the
+heads). For 1 and 16 agents, both engines are compiled and warmed up, then timed for 3
+updates per round, 5 alternating rounds in one process; medians are compared.
+"""
+
+import pytest
+from conftest import measure, report
+
+pytestmark = pytest.mark.timeout(3600)
+
+
+@pytest.mark.parametrize("agents", [1, 16])
+def test_gru_against_mlp_seconds_per_update(benchmark, agents):
+    code = f"""
+import json, statistics, time, jax
+from purejaxppo import PPOConfig
+from purejaxppo._engine import Engine, agent_inputs
+base = PPOConfig(maze="random", maze_view="local", maze_window=5, conv_channels=(),
+                 num_envs=16, num_steps=128, minibatch_size=512, update_epochs=4)
+configs = {{"gru": base.replace(network="gru", hidden_size=64, mlp_widths=(64,)),
+           "mlp": base.replace(mlp_widths=(64, 64))}}
+engines = {{k: Engine(c, mesh=False) for k, c in configs.items()}}
+keys, hp, _ = agent_inputs(base, {{}}, list(range({agents})))
+states, compile_s = {{}}, {{}}
+for k, e in engines.items():  # compile and warm up
+    t0 = time.perf_counter()
+    states[k] = e.init(keys, hp)
+    states[k], m = e.run(states[k], hp, 3)
+    jax.block_until_ready(m)
+    compile_s[k] = time.perf_counter() - t0
+times = {{k: [] for k in engines}}
+for _ in range(5):
+    for k, e in engines.items():
+        t0 = time.perf_counter()
+        states[k], m = e.run(states[k], hp, 3)
+        jax.block_until_ready(m)
+        times[k].append((time.perf_counter() - t0) / 3)
+gru, mlp = statistics.median(times["gru"]), statistics.median(times["mlp"])
+print("RESULT " + json.dumps(dict(agents={agents}, update_s_gru=gru, update_s_mlp=mlp,
+                                  ratio=gru / mlp, first_call_s=compile_s, rounds=times)))
+"""
+    report(benchmark, benchmark.pedantic(measure, args=(code, 1800), rounds=1, iterations=1))
