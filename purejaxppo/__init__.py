@@ -9,6 +9,7 @@ from ._checkpoint import CheckpointError as CheckpointError
 from ._config import PPOConfig as PPOConfig
 from ._engine import Progress as Progress
 from ._engine import agent_mesh as agent_mesh
+from ._engine import default_group_size as default_group_size
 from ._evaluate import EvalResult as EvalResult
 from ._evaluate import Policy as Policy
 from ._evaluate import evaluate as evaluate

@@ -22,6 +22,7 @@ class Throughput(NamedTuple):
     """One measurement: ``agents`` agents of one config, one-update programs."""
 
     agents: int
+    group_size: int  # agents per group on each device in the timed program
     compile_s: float  # every program this measurement compiled (init and one update)
     update_s: float  # seconds per update of all agents together, after warm-up
     steps_per_s: float  # all agents together
@@ -29,12 +30,17 @@ class Throughput(NamedTuple):
 
 
 def time_updates(
-    cfg: PPOConfig, agents: int, updates: int = 2, mesh: Mesh | None | bool = None
+    cfg: PPOConfig,
+    agents: int,
+    updates: int = 2,
+    mesh: Mesh | None | bool = None,
+    group_size: int | None = None,
 ) -> Throughput:
-    """Aggregate steps/s of ``agents`` agents (seeds 0…N-1) over ``updates`` timed updates."""
+    """Aggregate steps/s of ``agents`` agents (seeds 0…N-1) over ``updates`` timed updates,
+    in groups of ``group_size`` (None: the backend's default, see `Engine`)."""
     if not isinstance(updates, int) or updates < 1:
         raise ValueError(f"time_updates(updates={updates!r}): need a positive int.")
-    engine = Engine(cfg, mesh=mesh)
+    engine = Engine(cfg, mesh=mesh, group_size=group_size)
     keys, hp, _ = agent_inputs(cfg, {}, list(range(agents)))
     state = engine.init(keys, hp)
     state, m = engine.run(state, hp, 1)  # compiles the 1-update program and warms up
@@ -46,6 +52,7 @@ def time_updates(
     update_s = (time.perf_counter() - t0) / updates
     return Throughput(
         agents=agents,
+        group_size=engine.groups[(("run", 1), agents)],
         compile_s=engine.compile_seconds,
         update_s=update_s,
         steps_per_s=agents * cfg.batch_size / update_s,

@@ -119,6 +119,9 @@ class RunFlags:
     """Also write TensorBoard logs to RUN_DIR/tb (needs tensorboardX: pip install .[tb])."""
     devices: int | None = None
     """Shard the agents over this many devices (default: all; 1: no sharding)."""
+    group_size: int | None = None
+    """Agents vmapped together on each device, the groups running one after another in the
+    one program (default: the backend's, a few at a time on CPU, all on GPU/TPU)."""
     distributed: bool = False
     """Call jax.distributed.initialize() first (multi-host; every host runs the same command)."""
     coordinator_address: str | None = None
@@ -170,6 +173,9 @@ class BenchCmd(ConfigFlags):
 
     agents: tuple[int, ...] = (1, 4, 16, 64)
     """Agent counts to measure."""
+    group_sizes: tuple[int, ...] = ()
+    """Also time every count with each of these group widths (agents vmapped together per
+    device), e.g. --group-sizes 1 4 16 64; the default width is always timed."""
     updates: int = 2
     """Timed updates per count (after compiling)."""
     suite: Literal["none", "gpu"] = "none"
@@ -312,6 +318,11 @@ def _check_run_flags(cmd, argv: list[str]) -> None:
         raise ValueError(f"--eval-episodes {cmd.eval_episodes}: use 0 (skip) or more.")
     if cmd.progress_every < 1:
         raise ValueError(f"--progress-every {cmd.progress_every}: need at least 1.")
+    if cmd.group_size is not None and cmd.group_size < 1:
+        raise ValueError(
+            f"--group-size {cmd.group_size}: need at least 1 agent per group (omit it for the "
+            "backend's default)."
+        )
     if cmd.tensorboard:
         try:
             import tensorboardX  # noqa: F401
@@ -400,6 +411,7 @@ def _train_in(cmd, cfg, axes, run_dir, num_agents, mesh, main_process, stop, nam
         else:
             seeds = list(range(cmd.seed, cmd.seed + cmd.seeds))
             search = dict(search=cmd.search, num_samples=cmd.num_samples) if axes else {}
+            options["group_size"] = cmd.group_size
             if chunked:
                 every = "auto" if cmd.checkpoint_every is None else cmd.checkpoint_every
                 options.update(run_dir=run_dir, checkpoint_every=every, overwrite=cmd.overwrite)
@@ -692,11 +704,14 @@ def _bench(cmd: BenchCmd) -> int:
     import jax
 
     from ._bench import time_full_run, time_updates
+    from ._engine import Engine
 
     cfg = PPOConfig() if cmd.suite == "gpu" else _config_of(cmd)
     counts = GPU_SUITE_AGENTS if cmd.suite == "gpu" else cmd.agents
     if cmd.updates < 1 or any(a < 1 for a in counts):
         raise ValueError("bench: --updates and every --agents count must be positive.")
+    if any(g < 1 for g in cmd.group_sizes):
+        raise ValueError("bench: every --group-sizes width must be positive.")
     mesh = _mesh(cmd.devices)
     print(
         f"purejaxppo bench: {cfg.env} maze={_maze_name(cfg)}, {cfg.batch_size:,} steps/update "
@@ -704,31 +719,46 @@ def _bench(cmd: BenchCmd) -> int:
         f"{jax.device_count()} device(s) ({jax.devices()[0].device_kind})",
         flush=True,
     )
-    header = f"{'agents':>7} {'compile s':>10} {'s/update':>9} {'steps/s':>13} {'per agent':>10}"
+    header = (
+        f"{'agents':>7} {'group':>6} {'compile s':>10} {'s/update':>9} {'steps/s':>13} "
+        f"{'per agent':>10} {'× first':>8}"
+    )
     print(header + "\n" + "-" * len(header), flush=True)
     start = time.perf_counter()
     rows = []
     for count in counts:
-        left = cmd.budget_s - (time.perf_counter() - start)
-        if rows:  # estimate from the previous count: linear in agents at worst
-            last = rows[-1]
-            estimate = last.compile_s * 1.5 + last.update_s * count / last.agents * (
-                cmd.updates + 1
-            )
-            if estimate > left:
-                print(f"{count:>7} skipped: estimated {estimate:.0f} s > {left:.0f} s left")
+        timed = set()  # each layout once: widths ≥ the agents per device are all the same
+        for width in (None, *cmd.group_sizes):
+            layout = Engine(cfg, mesh=mesh, group_size=width).group_width(count)
+            if layout in timed:
                 continue
-        row = time_updates(cfg, count, cmd.updates, mesh)
-        rows.append(row)
-        print(
-            f"{count:>7} {row.compile_s:>10.2f} {row.update_s:>9.3f} "
-            f"{row.steps_per_s:>13,.0f} {row.steps_per_s_per_agent:>10,.0f}",
-            flush=True,
-        )
+            timed.add(layout)
+            left = cmd.budget_s - (time.perf_counter() - start)
+            if rows:  # estimate from the previous row: linear in agents at worst
+                last = rows[-1]
+                estimate = last.compile_s * 1.5 + last.update_s * count / last.agents * (
+                    cmd.updates + 1
+                )
+                if estimate > left:
+                    print(f"{count:>7} skipped: estimated {estimate:.0f} s > {left:.0f} s left")
+                    break
+            row = time_updates(cfg, count, cmd.updates, mesh, group_size=width)
+            rows.append(row)
+            label = f"{row.group_size}" + ("*" if width is None else "")
+            print(
+                f"{count:>7} {label:>6} {row.compile_s:>10.2f} {row.update_s:>9.3f} "
+                f"{row.steps_per_s:>13,.0f} {row.steps_per_s_per_agent:>10,.0f} "
+                f"{row.steps_per_s / rows[0].steps_per_s:>8.2f}",
+                flush=True,
+            )
+    print("\ngroup: agents vmapped together per device (* the default width on this backend)")
     if len(rows) > 1:
         best = max(rows, key=lambda r: r.steps_per_s)
         ratio = best.steps_per_s / rows[0].steps_per_s
-        print(f"\naggregate steps/s, {best.agents} agents vs {rows[0].agents}: {ratio:.1f}×")
+        print(
+            f"aggregate steps/s, {best.agents} agents in groups of {best.group_size} vs "
+            f"{rows[0].agents}: {ratio:.2f}×"
+        )
     if cmd.suite == "gpu":
         count, left = 256, cmd.budget_s - (time.perf_counter() - start)
         row = next((r for r in rows if r.agents == count), None)

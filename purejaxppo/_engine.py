@@ -23,6 +23,12 @@ independent), in one SPMD program compiled once. Padding agents repeat agent 0's
 hyperparameters; `strip` drops them. The only cross-device traffic is the progress aggregate
 (a few scalars per update). Inputs are placed with `jax.make_array_from_callback`, which also
 works when the mesh spans several hosts after `jax.distributed.initialize()`.
+
+**Groups.** Each device's agents run as a `lax.map` over groups of ``G`` vmapped agents, still
+one program and one update scan (`_in_groups`). The width defaults per backend
+(`default_group_size`): on CPU a few agents at a time, which measured faster than both one at
+a time and the whole population at once; on GPU/TPU every agent at once. When XLA's memory
+analysis says a program cannot fit the device, the same mechanism narrows the groups.
 """
 
 from __future__ import annotations
@@ -48,6 +54,34 @@ from ._xla_cpu import compiler_options, unrolled_threefry
 from .envs import make_env
 
 AXIS = "agents"
+
+#: On CPU, a default group holds about this many environments (agents × ``num_envs``):
+#: the measured optimum of the medium maze (16 envs: 8 agents) and of PureJaxRL's CartPole
+#: config (4 envs: 32 agents) on the project's CPU (docs/benchmarks.md).
+CPU_ENVS_PER_GROUP = 128
+
+
+def default_group_size(cfg: PPOConfig, platform: str) -> int | None:
+    """The group width `Engine` runs when none is given (``None``: every agent at once).
+
+    On CPU, ``ceil(CPU_ENVS_PER_GROUP / num_envs)`` agents per group: XLA:CPU runs a vmap
+    over a whole population slower per agent than groups of a few, while agents with tiny
+    batches want more of them side by side (measured, docs/benchmarks.md). On GPU and TPU,
+    every agent at once (memory permitting: see `Engine`).
+    """
+    if platform != "cpu":
+        return None
+    return max(1, -(-CPU_ENVS_PER_GROUP // cfg.num_envs))
+
+
+def check_group_size(group_size: Any, where: str = "group_size") -> None:
+    """Refuse a group width that is not a positive int (or None), in one line."""
+    ok = isinstance(group_size, int) and not isinstance(group_size, bool) and group_size >= 1
+    if group_size is not None and not ok:
+        raise ValueError(
+            f"{where}={group_size!r}: need a positive number of agents per group, or None for "
+            "the backend's default (a width ≥ the agents per device runs them all at once)."
+        )
 
 
 class Progress(NamedTuple):
@@ -86,8 +120,11 @@ class Engine:
             ``False`` for no sharding. One device means plain `vmap`, no `shard_map`.
         progress: called on the host with a `Progress` every ``progress_every`` updates.
         group_size: run each device's agents in groups of this many, one group after
-            another inside the program (None: all at once, unless memory says otherwise:
-            `compiled` then picks the widest group that fits, recorded in ``groups``).
+            another inside the program. None: the backend's default (`default_group_size`),
+            in balanced groups. A width that does not divide the agents pads the last group
+            (repeating the first agent; dropped); a width ≥ the agents per device runs them
+            all at once. Memory may narrow it further: ``groups`` records the width each
+            program runs.
     """
 
     total_compile_seconds = 0.0  # over every instance in this process (sweep timings)
@@ -115,10 +152,9 @@ class Engine:
         self.mesh: Mesh | None = None if mesh is False or mesh.size == 1 else mesh
         self.progress = progress
         self.progress_every = progress_every
-        if group_size is not None and (not isinstance(group_size, int) or group_size < 1):
-            raise ValueError(f"group_size={group_size!r}: need a positive int or None.")
+        check_group_size(group_size)
         self.group_size = group_size
-        self.groups: dict = {}  # (kind, num_agents) -> group width chosen to fit memory
+        self.groups: dict = {}  # (kind, num_agents) -> agents per group the program runs
         self.num_traces = 0
         self.compile_seconds = 0.0  # time spent compiling this object's programs so far
         self._programs: dict = {}
@@ -195,7 +231,19 @@ class Engine:
         n = _num_agents(keys, hparams)
         keys, hparams = self._place((keys, batched(hparams, n)), n)
         with unrolled_threefry():
-            return self._jitted("train", n).lower(keys, hparams)
+            return self._jitted("train", n, self.group_width(n)).lower(keys, hparams)
+
+    def group_width(self, num_agents: int) -> int | None:
+        """Agents per group on each device for ``num_agents`` agents, before any narrowing for
+        memory (None: all of a device's agents at once)."""
+        local = self.padded(num_agents) // self.num_devices
+        if self.group_size is not None:
+            return None if self.group_size >= local else self.group_size
+        width = default_group_size(self.cfg, self._device().platform)
+        if width is None or width >= local:
+            return None
+        count = -(-local // width)
+        return -(-local // count)  # balanced groups: the least padding
 
     def compiled(self, kind, num_agents: int, *args):
         """The compiled program ``kind`` for ``num_agents`` agents and inputs like ``args``.
@@ -223,16 +271,18 @@ class Engine:
         it again with the agents in groups that run one after another (`lax.map` of a vmap
         over ``group`` agents), or refuse with the estimate and the largest count that fits.
         """
-        program = self._compile(kind, num_agents, self.group_size, args)
+        local = self.padded(num_agents) // self.num_devices
+        width = self.group_width(num_agents)
+        program = self._compile(kind, num_agents, width, args)
         have = int(available_bytes(self._device()) * BUDGET_FRACTION)
         need = program_bytes(program.compiled)
         if need <= have:
+            self.groups[(kind, num_agents)] = width or local
             return program
         m = program.compiled.memory_analysis()
-        local = self.padded(num_agents) // self.num_devices
-        temp_per_agent = m.temp_size_in_bytes / local
+        temp_per_agent = m.temp_size_in_bytes / (width or local)
         fixed = need - m.temp_size_in_bytes  # inputs and outputs: grouping cannot shrink them
-        group = min(int((have - fixed) // max(temp_per_agent, 1)), local - 1)
+        group = min(int((have - fixed) // max(temp_per_agent, 1)), (width or local) - 1)
         while group >= 1:  # the estimate is linear in the group; XLA's analysis decides
             group = -(-local // -(-local // group))  # balanced groups: the least padding
             program = self._compile(kind, num_agents, group, args)
@@ -339,8 +389,9 @@ def engine_for(
     mesh: Mesh | None | bool = None,
     progress: ProgressFn | None = None,
     progress_every: int = 1,
+    group_size: int | None = None,
 ) -> Engine:
-    """The shared `Engine` for ``cfg``'s static fields and this placement.
+    """The shared `Engine` for ``cfg``'s static fields, this placement and group width.
 
     Configs that differ only in traced hyperparameters run the same programs, so
     `make_train` and `sweep` reuse one engine (and its compiled programs) for them; a new
@@ -356,11 +407,14 @@ def engine_for(
         jax.device_count() if mesh is None else 0,
         progress,
         progress_every,
+        group_size,
     )
     if key not in _ENGINES:
         if len(_ENGINES) >= 8:
             _ENGINES.pop(next(iter(_ENGINES)))
-        _ENGINES[key] = Engine(cfg, mesh=mesh, progress=progress, progress_every=progress_every)
+        _ENGINES[key] = Engine(
+            cfg, mesh=mesh, progress=progress, progress_every=progress_every, group_size=group_size
+        )
     return _ENGINES[key]
 
 

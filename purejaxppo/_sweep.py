@@ -43,7 +43,7 @@ from ._checkpoint import (
     write_checkpoint,
 )
 from ._config import TRACED_FIELDS, PPOConfig, static_field_names
-from ._engine import Engine, ProgressFn, agent_inputs, engine_for
+from ._engine import Engine, ProgressFn, agent_inputs, check_group_size, engine_for
 from ._memory import BUDGET_FRACTION, available_bytes, format_bytes
 from ._ownership import claim
 from ._ppo import Metrics, RunnerState
@@ -70,6 +70,9 @@ class SweepResult:
     ``diverged`` have shape ``axis_sizes``. ``axes`` maps each axis name to its coordinates,
     in order; the last swept axis before ``"update"`` is always ``"seed"``. For random search
     the hyperparameter axis is ``"sample"`` and ``values`` holds each sample's values.
+    ``timings`` holds this call's ``compile_s`` and ``run_s`` and, per static setting in
+    ``programs``, those plus ``updates_run`` and ``group_size`` (the agents per group the
+    program ran, on each device).
     """
 
     metrics: Metrics
@@ -79,7 +82,7 @@ class SweepResult:
     values: dict  # field name -> array of shape axis_sizes[:-1]
     config: PPOConfig
     finished: bool = True  # False when a checkpointed sweep was stopped early
-    timings: dict = dataclasses.field(default_factory=dict)  # compile_s, run_s (this call)
+    timings: dict = dataclasses.field(default_factory=dict)  # compile_s, run_s, programs
 
     def diverged_agents(self) -> list[dict]:
         """Each diverged agent by name: its swept coordinates, hyperparameters and seed."""
@@ -169,6 +172,7 @@ def sweep(
     sample_seed: int = 0,
     divergence_grad_norm: float = 1e6,
     mesh: Mesh | None | bool = None,
+    group_size: int | None = None,
     progress: ProgressFn | None = None,
     progress_every: int = 1,
     run_dir: str | Path | None = None,
@@ -198,6 +202,10 @@ def sweep(
             device: plain vmap), a `Mesh` with an ``"agents"`` axis (see `agent_mesh`) chooses
             the devices, ``False`` keeps everything on the default device. Results are the
             same agent by agent (bitwise on CPU, tested).
+        group_size: agents vmapped together on each device; the groups run one after another
+            inside the one program. None: the backend's default (`default_group_size`: a
+            few agents at a time on CPU, all at once on GPU/TPU). Results agree with any
+            other width to float rounding (bitwise for the same width).
         progress: ``progress(Progress)`` is called on the host once per ``progress_every``
             updates for all agents together (from inside the program).
         run_dir: with ``checkpoint_every=K``, train in chunks of K updates and checkpoint
@@ -219,6 +227,7 @@ def sweep(
         **axes: field name → list of values (grid) or (low, high) (random).
     """
     seed_list = _seeds(seeds)
+    check_group_size(group_size, "sweep(group_size)")
     check_axes(cfg, axes, search)
     static_axes = {k: list(v) for k, v in axes.items() if k in static_field_names()}
     traced_axes = {k: v for k, v in axes.items() if k not in static_axes}
@@ -254,7 +263,7 @@ def sweep(
     else:
         raise ValueError(f"sweep(search={search!r}): use 'grid' or 'random'.")
 
-    run = dict(mesh=mesh, progress=progress, progress_every=progress_every)
+    run = dict(mesh=mesh, progress=progress, progress_every=progress_every, group_size=group_size)
     static_combos = list(itertools.product(*static_axes.values())) or [()]
     bases = [cfg.replace(**dict(zip(static_axes, c, strict=True))) for c in static_combos]
     num_agents = len(seed_list) * (num_samples if search == "random" else _count(hyper_axes))
@@ -266,6 +275,7 @@ def sweep(
         "num_samples": num_samples,
         "sample_seed": sample_seed,
         "divergence_grad_norm": divergence_grad_norm,
+        "group_size": group_size,
         "axes": {k: [int(x) if k in static_axes else float(x) for x in v] for k, v in axes.items()},
     }
     owner = contextlib.nullcontext()
@@ -288,7 +298,11 @@ def sweep(
                 r = (*_run(base, values, seed_list, **run), True, base.num_updates)
             compile_s = Engine.total_compile_seconds - compile_before
             run_s = time.perf_counter() - t0 - compile_s
-            programs.append({"compile_s": compile_s, "run_s": run_s, "updates_run": r[3]})
+            widths = engine_for(base, **run).groups
+            width = min((w for (_, n), w in widths.items() if n == num_agents), default=None)
+            programs.append(
+                {"compile_s": compile_s, "run_s": run_s, "updates_run": r[3], "group_size": width}
+            )
             results.append(r)
     finished = all(r[2] for r in results)
 
@@ -343,6 +357,7 @@ def resume_sweep(
         num_samples=spec["num_samples"],
         sample_seed=spec["sample_seed"],
         divergence_grad_norm=spec["divergence_grad_norm"],
+        group_size=spec.get("group_size"),  # absent in sweeps written before it existed
         mesh=mesh,
         progress=progress,
         progress_every=progress_every,
@@ -415,7 +430,7 @@ def _start_or_check(run_dir: Path, spec: dict, every: int, resume: bool) -> str:
     """Write a new run's ``sweep.json``, or check a resumed one's; returns the run's id."""
     path = run_dir / "sweep.json"
     if resume:
-        stored = read_json(path, "sweep.json")
+        stored = {"group_size": None, **read_json(path, "sweep.json")}
         if {k: v for k, v in stored.items() if k not in ("checkpoint_every", "run")} != spec:
             raise CheckpointError(f"{run_dir}: sweep.json describes a different sweep.")
         return stored.get("run", "")

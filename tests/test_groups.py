@@ -1,0 +1,98 @@
+"""The grouped agent axis: agents run as a `lax.map` over groups of G vmapped agents."""
+
+import json
+
+import jax
+import numpy as np
+import pytest
+from conftest import ACROSS_SHAPES, SMALL, tree_close, tree_equal
+
+from purejaxppo import PPOConfig, default_group_size, sweep
+from purejaxppo._cli import main
+from purejaxppo._engine import CPU_ENVS_PER_GROUP, Engine, agent_inputs
+
+CFG = SMALL.replace(update_epochs=1)  # 4 envs: the CPU default runs 32 agents at once
+
+
+@pytest.fixture(scope="module")
+def six():
+    keys, hp, _ = agent_inputs(CFG, {"lr": np.linspace(1e-4, 1e-3, 6)}, [0])
+    whole = Engine(CFG, mesh=False, group_size=6)
+    return keys, hp, whole(keys, hp)
+
+
+@pytest.mark.parametrize("width", [2, 4])  # 4 does not divide 6: the last group is padded
+def test_grouped_equals_ungrouped_agent_by_agent(six, width):
+    keys, hp, whole = six
+    engine = Engine(CFG, mesh=False, group_size=width)
+    grouped = engine(keys, hp)
+    assert engine.groups[("train", 6)] == width
+    assert jax.tree.leaves(grouped[1])[0].shape[0] == 6  # the padding agents are dropped
+    assert tree_close(grouped, whole, **ACROSS_SHAPES)
+    assert tree_equal(Engine(CFG, mesh=False, group_size=width)(keys, hp), grouped)  # bitwise
+
+
+def test_a_width_at_or_above_the_population_runs_it_all_at_once(six):
+    keys, hp, whole = six
+    engine = Engine(CFG, mesh=False, group_size=100)  # allowed: all six in one group
+    assert tree_equal(engine(keys, hp), whole)  # the same program as group_size=6
+    assert engine.groups[("train", 6)] == 6
+
+
+def test_one_compile_per_config_shape_and_width():
+    engine = Engine(CFG, mesh=False, group_size=2)
+    for lo in (1e-4, 3e-4):  # new hyperparameter values: the same program
+        keys, hp, _ = agent_inputs(CFG, {"lr": np.linspace(lo, 1e-3, 5)}, [0])
+        state = engine.init(keys, hp)
+        engine.run(state, hp, 1)
+    assert engine.num_traces == 1 and len(engine._compiled) == 2  # init, run: compiled once
+    keys, hp, _ = agent_inputs(CFG, {}, list(range(7)))  # another population size
+    engine.run(engine.init(keys, hp), hp, 1)
+    assert engine.num_traces == 2
+
+
+def test_the_cpu_default_follows_the_documented_rule():
+    assert default_group_size(PPOConfig(), "cpu") == -(-CPU_ENVS_PER_GROUP // 16) == 8
+    assert default_group_size(PPOConfig(num_envs=4), "cpu") == 32
+    assert default_group_size(PPOConfig(num_envs=1024, total_timesteps=1024 * 512), "cpu") == 1
+    assert default_group_size(PPOConfig(), "gpu") is None  # every agent at once
+    assert default_group_size(PPOConfig(), "tpu") is None
+    maze = Engine(PPOConfig(), mesh=False)  # 16 envs: groups of 8 on CPU, balanced
+    assert maze.group_width(64) == 8
+    assert maze.group_width(12) == 6  # two groups of 6, not 8 + 4 padded
+    assert maze.group_width(8) is None and maze.group_width(1) is None  # one group: a vmap
+    assert Engine(PPOConfig(), mesh=False, group_size=5).group_width(12) == 5  # as asked
+
+
+@pytest.mark.parametrize("bad", [0, -3, 2.5, True])
+def test_an_invalid_width_is_one_clear_line(bad):
+    with pytest.raises(ValueError, match=r"group_size=.*positive number of agents per group"):
+        Engine(CFG, mesh=False, group_size=bad)
+
+
+def test_sweep_refuses_an_invalid_width_before_compiling(monkeypatch):
+    monkeypatch.setattr(Engine, "compiled", lambda *a, **k: pytest.fail("compiled"))
+    with pytest.raises(ValueError, match=r"sweep\(group_size\)=0"):
+        sweep(CFG, 2, group_size=0)
+
+
+@pytest.mark.parametrize("command", ["train", "sweep"])
+def test_the_cli_refuses_an_invalid_width_with_exit_2(capsys, monkeypatch, tmp_path, command):
+    monkeypatch.setattr(Engine, "compiled", lambda *a, **k: pytest.fail("compiled"))
+    axes = ["--sweep.lr", "1e-3", "3e-4"] if command == "sweep" else []
+    code = main([command, "--group-size", "0", "--run-dir", str(tmp_path / "r"), *axes])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "--group-size 0" in err
+
+
+def test_sweep_runs_the_width_asked_and_records_it(tmp_path, six):
+    _, _, whole = six
+    res = sweep(CFG, [0], lr=list(np.linspace(1e-4, 1e-3, 6)), group_size=4)
+    assert res.timings["programs"][0]["group_size"] == 4
+    flat = jax.tree.map(lambda x: x.reshape(6, *x.shape[2:]), res.metrics)
+    assert tree_close(flat, whole[1], **ACROSS_SHAPES)
+    # A checkpointed sweep stores the width, and its resume runs the same program.
+    run = sweep(CFG, [0, 1], run_dir=tmp_path, checkpoint_every=2, group_size=1)
+    assert json.loads((tmp_path / "sweep.json").read_text())["group_size"] == 1
+    assert run.timings["programs"][0]["group_size"] == 1
