@@ -1,10 +1,11 @@
-"""Aggregate steps/s of 64 agents per group width, against one agent (groundwork for issue 24).
+"""Aggregate steps/s of 64 agents per group width, against one agent (issue 24).
 
 Run:  pytest benchmarks/bench_groups.py -s
 
 The medium-maze default config (16 envs × 512 steps, 10 epochs of 8 minibatches). One agent,
 and 64 agents in one program with the agent axis run as a `lax.map` over groups of G
-vmapped agents (`Engine(group_size=G)`; G = 64 is today's default layout). Every engine is
+vmapped agents (`Engine(group_size=G)`; G = 64: all at once), and the backend's default
+width (`default_group_size`; 8 on CPU for this config). Every engine is
 compiled and warmed up first; then rounds alternate over the layouts, one update each, in
 one process, and medians are compared as aggregate steps/s relative to one agent.
 """
@@ -23,7 +24,8 @@ import json, statistics, time, jax
 from purejaxppo import PPOConfig
 from purejaxppo._engine import Engine, agent_inputs
 cfg = PPOConfig()
-layouts = {{"one agent": (1, None), **{{f"64 in groups of {{g}}": (64, g) for g in {WIDTHS}}}}}
+layouts = {{"one agent": (1, None), "64, default width": (64, None),
+           **{{f"64 in groups of {{g}}": (64, g) for g in {WIDTHS}}}}}
 engines, inputs, states, compile_s = {{}}, {{}}, {{}}, {{}}
 for name, (n, g) in layouts.items():
     engines[name] = Engine(cfg, mesh=False, group_size=g)
