@@ -240,10 +240,7 @@ class Engine:
         if self.group_size is not None:
             return None if self.group_size >= local else self.group_size
         width = default_group_size(self.cfg, self._device().platform)
-        if width is None or width >= local:
-            return None
-        count = -(-local // width)
-        return -(-local // count)  # balanced groups: the least padding
+        return None if width is None or width >= local else _balanced(local, width)
 
     def compiled(self, kind, num_agents: int, *args):
         """The compiled program ``kind`` for ``num_agents`` agents and inputs like ``args``.
@@ -284,7 +281,7 @@ class Engine:
         fixed = need - m.temp_size_in_bytes  # inputs and outputs: grouping cannot shrink them
         group = min(int((have - fixed) // max(temp_per_agent, 1)), (width or local) - 1)
         while group >= 1:  # the estimate is linear in the group; XLA's analysis decides
-            group = -(-local // -(-local // group))  # balanced groups: the least padding
+            group = _balanced(local, group)
             program = self._compile(kind, num_agents, group, args)
             if program_bytes(program.compiled) <= have:
                 self.groups[(kind, num_agents)] = group
@@ -416,6 +413,11 @@ def engine_for(
             cfg, mesh=mesh, progress=progress, progress_every=progress_every, group_size=group_size
         )
     return _ENGINES[key]
+
+
+def _balanced(local: int, width: int) -> int:
+    """The width of as many groups as ``width`` needs, evened out: the least padding."""
+    return -(-local // -(-local // width))
 
 
 def _in_groups(mapped: Callable, group: int) -> Callable:

@@ -92,7 +92,7 @@ def test_sweep_runs_the_width_asked_and_records_it(tmp_path, six):
     assert res.timings["programs"][0]["group_size"] == 4
     flat = jax.tree.map(lambda x: x.reshape(6, *x.shape[2:]), res.metrics)
     assert tree_close(flat, whole[1], **ACROSS_SHAPES)
-    # A checkpointed sweep stores the width, and its resume runs the same program.
+    # A checkpointed sweep stores the width in sweep.json (resume_sweep passes it back).
     run = sweep(CFG, [0, 1], run_dir=tmp_path, checkpoint_every=2, group_size=1)
     assert json.loads((tmp_path / "sweep.json").read_text())["group_size"] == 1
     assert run.timings["programs"][0]["group_size"] == 1
