@@ -14,6 +14,9 @@ from ._evaluate import EvalResult as EvalResult
 from ._evaluate import Policy as Policy
 from ._evaluate import evaluate as evaluate
 from ._evaluate import policy_of as policy_of
+from ._pbt import PBTResult as PBTResult
+from ._pbt import pbt as pbt
+from ._pbt import resume_pbt as resume_pbt
 from ._ppo import Metrics as Metrics
 from ._ppo import RunnerState as RunnerState
 from ._ppo import gae as gae

@@ -1,9 +1,10 @@
-"""Command line (tyro): ``purejaxppo train | sweep | eval | bench``.
+"""Command line (tyro): ``purejaxppo train | sweep | pbt | eval | bench``.
 
 Every `PPOConfig` field is a flag (``--lr 1e-3``, ``--maze easy``, ``--mlp-widths 64 64``),
 documented in ``--help`` from the field's docstring; ``--config FILE.yaml|json`` sets any of
 them from a file (flags given on the command line win). ``train`` and ``sweep`` write a run
-directory (see `purejaxppo._rundir`); ``eval RUN_DIR`` evaluates it; ``bench`` prints a table
+directory (see `purejaxppo._rundir`), ``pbt`` a PBT run directory (`purejaxppo._pbt_run`);
+``eval RUN_DIR`` evaluates it; ``bench`` prints a table
 of compile time and steps/s at several agent counts (``--suite gpu`` for the GPU benchmark).
 """
 
@@ -21,7 +22,7 @@ from typing import Annotated, Any, Literal, Union
 
 import tyro
 
-from ._config import TRACED_FIELDS, PPOConfig
+from ._config import INIT_ONLY_FIELDS, TRACED_FIELDS, PPOConfig
 
 # -------------------------------------------------------------------- flags from PPOConfig ---
 _CLI_TYPES: dict[str, Any] = {
@@ -149,6 +150,63 @@ class SweepCmd(ConfigFlags, RunFlags):
     """Random-search samples."""
 
 
+PBTRanges = dataclasses.make_dataclass(
+    "PBTRanges",
+    [
+        (
+            n,
+            Annotated[
+                tuple[float, float] | None,
+                tyro.conf.arg(help=f"initial range and bounds of {n}: LOW HIGH"),
+            ],
+            None,
+        )
+        for n in TRACED_FIELDS
+        if n not in INIT_ONLY_FIELDS
+    ],
+    frozen=True,
+)
+PBTRanges.__doc__ = "Tuned fields: LOW HIGH each (log-uniform for lr and adam_eps)."
+
+
+@dataclasses.dataclass(frozen=True)
+class PBTCmd(ConfigFlags):
+    """Population-based training in one program: every --interval updates the bottom
+    --fraction copies the top --fraction and perturbs; e.g. --pbt.lr 1e-5 1e-2."""
+
+    pbt: PBTRanges = dataclasses.field(default_factory=PBTRanges)
+    population: int = 64
+    """Agents in the population (at least 2)."""
+    interval: int = 10
+    """Updates between exploit/explore steps."""
+    fraction: float = 0.25
+    """Bottom fraction replaced by copies of the top fraction, in (0, 0.5]."""
+    factors: tuple[float, ...] = (0.8, 1.25)
+    """Perturbation factors (each > 0), one drawn uniformly per field and child."""
+    resample_probability: float = 0.25
+    """Probability of drawing a child's field afresh from its range instead."""
+    seed: int = 0
+    """Fixes the agents' keys, the initial draws and every PBT draw."""
+    run_dir: str | None = None
+    """Run directory to write (default: runs/pbt-<time>)."""
+    checkpoint_every: int = 1
+    """Generations per checkpoint (0: one program, no checkpoints)."""
+    resume: str | None = None
+    """Continue the checkpointed PBT run in this directory (its own pbt.json is used)."""
+    overwrite: bool = False
+    """Replace the run already in --run-dir."""
+    config: str | None = None
+    """YAML or JSON file of config fields (command-line flags override it)."""
+    progress: bool = True
+    """Show a progress bar."""
+    progress_every: int = 1
+    """Updates between progress callbacks."""
+    devices: int | None = None
+    """Shard the population over this many devices (default: all; 1: no sharding)."""
+    group_size: int | None = None
+    """Agents vmapped together on each device (default: the backend's)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class EvalCmd:
     """Evaluate every agent of a run directory (or one) on fresh episodes; optionally a GIF."""
@@ -198,6 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     Command = Union[  # noqa: UP007 - tyro needs the Union of annotated subcommands
         Annotated[TrainCmd, tyro.conf.subcommand("train", default=TrainCmd(**defaults))],
         Annotated[SweepCmd, tyro.conf.subcommand("sweep", default=SweepCmd(**defaults))],
+        Annotated[PBTCmd, tyro.conf.subcommand("pbt", default=PBTCmd(**defaults))],
         Annotated[EvalCmd, tyro.conf.subcommand("eval")],
         Annotated[BenchCmd, tyro.conf.subcommand("bench", default=BenchCmd(**defaults))],
     ]
@@ -208,6 +267,8 @@ def main(argv: list[str] | None = None) -> int:
                 return _eval(cmd)
             if isinstance(cmd, BenchCmd):
                 return _bench(cmd)
+            if isinstance(cmd, PBTCmd):
+                return _pbt(cmd, argv)
             return _train(cmd, argv)
         except (ValueError, TypeError, FileNotFoundError) as e:
             print(f"purejaxppo {argv[0]}: {e}", file=sys.stderr)
@@ -634,6 +695,93 @@ class _StopOnSignal:
         self._thread.join(timeout=1)
         os.close(self._write)
         os.close(self._read)
+
+
+# ----------------------------------------------------------------------------------- pbt ---
+#: Flags `pbt --resume` accepts: they change how the run is shown or placed, not what it trains.
+PBT_RESUME_FLAGS = {"resume", "progress", "no-progress", "progress-every", "devices"}
+
+
+def _pbt(cmd: PBTCmd, argv: list[str]) -> int:
+    """``purejaxppo pbt``: every argument checked (exit 2) before anything compiles."""
+    import jax
+
+    from ._ownership import claim
+    from ._pbt import check_pbt_args, pbt, resume_pbt
+
+    if cmd.checkpoint_every < 0:
+        raise ValueError(f"--checkpoint-every {cmd.checkpoint_every}: use 0 (off) or more.")
+    if cmd.progress_every < 1:
+        raise ValueError(f"--progress-every {cmd.progress_every}: need at least 1.")
+    if cmd.group_size is not None and cmd.group_size < 1:
+        raise ValueError(f"--group-size {cmd.group_size}: need at least 1 agent per group.")
+    if cmd.resume:
+        given = {a[2:].split("=")[0] for a in argv[1:] if a.startswith("--")}
+        refused = sorted(given - PBT_RESUME_FLAGS)
+        if refused:
+            raise ValueError(
+                f"--resume continues {cmd.resume} with its own config and PBT settings; "
+                f"{', '.join('--' + f for f in refused)} would change the run and are refused."
+            )
+        from ._checkpoint import config_from_json
+        from ._sweep import read_json
+
+        run_dir = Path(cmd.resume)
+        spec = read_json(run_dir / "pbt.json", "pbt.json")
+        cfg, population = config_from_json(spec["config"]), spec["population"]
+        chunked = True
+    else:
+        cfg = _config_of(cmd)
+        ranges = {k: v for k, v in dataclasses.asdict(cmd.pbt).items() if v is not None}
+        check_pbt_args(
+            cfg, cmd.population, cmd.interval, "truncation", cmd.fraction, "perturb",
+            cmd.factors, cmd.resample_probability, 1e6, ranges,
+        )  # fmt: skip
+        run_dir = Path(cmd.run_dir or f"runs/pbt-{time.strftime('%Y%m%d-%H%M%S')}")
+        population, chunked = cmd.population, cmd.checkpoint_every > 0
+    mesh = _mesh(cmd.devices)
+    main_process = jax.process_index() == 0
+    mode = "resume" if cmd.resume else "overwrite" if cmd.overwrite else "new"
+    owner = claim(run_dir, mode) if main_process else contextlib.nullcontext()
+    with owner, _StopOnSignal(run_dir if chunked else None, "pbt") as stop:
+        bar = ProgressBar(cfg, population) if cmd.progress and main_process else None
+        _say(
+            f"purejaxppo pbt: {cfg.env} | population {population} × {cfg.total_timesteps:,} "
+            f"steps = {cfg.num_updates} updates | backend {jax.default_backend()} × "
+            f"{jax.device_count()} device(s) | run dir {run_dir}",
+            main_process,
+        )
+        options = dict(mesh=mesh, progress=bar, progress_every=cmd.progress_every)
+        if chunked:
+            options["should_stop"] = stop
+        t0 = time.perf_counter()
+        if cmd.resume:
+            res = resume_pbt(run_dir, **options)
+        else:
+            if chunked:
+                options.update(run_dir=run_dir, checkpoint_every=cmd.checkpoint_every)
+                options["overwrite"] = cmd.overwrite
+            res = pbt(
+                cfg, cmd.population, interval=cmd.interval, fraction=cmd.fraction,
+                factors=cmd.factors, resample_probability=cmd.resample_probability,
+                seed=cmd.seed, group_size=cmd.group_size, **options, **ranges,
+            )  # fmt: skip
+        if bar is not None:
+            bar.close()
+        if not res.finished:
+            _say(
+                f"{stop.signal}: stopped at a generation with a checkpoint in {run_dir}.\n"
+                f"resume with: purejaxppo pbt --resume {run_dir}",
+                main_process,
+            )
+            return 130 if stop.signal == "SIGINT" else 143
+        if main_process:
+            from ._pbt_run import write_pbt_run
+
+            timings = {**res.timings, "total_s": time.perf_counter() - t0}
+            print(write_pbt_run(run_dir, res, timings))
+            print(f"run directory: {run_dir}")
+    return 0
 
 
 # ---------------------------------------------------------------------------------- eval ---

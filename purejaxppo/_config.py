@@ -48,6 +48,9 @@ TRACED_FIELDS = (
     "log_std_init",
 )
 
+#: Traced fields that only shape the initial state: changing them mid-run (PBT) does nothing.
+INIT_ONLY_FIELDS = ("log_std_init",)
+
 
 class PPOConfig(eqx.Module):
     """PPO hyperparameters and problem definition (frozen; defaults are the seed system's)."""

@@ -104,6 +104,11 @@ class Progress(NamedTuple):
 
 ProgressFn = Callable[[Progress], None]
 
+#: ``between(state, hparams, metrics, carry, valid) -> (state, hparams, carry, record)``: what
+#: `Engine.run_generations` does across the agent axis after each generation. It keys the
+#: compiled program, so it must be hashable (a frozen dataclass, a module-level function).
+Between = Callable[..., tuple[Any, PPOConfig, Any, Any]]
+
 
 def agent_mesh(devices: Any = None) -> Mesh:
     """A 1-D mesh named ``"agents"`` over ``devices`` (default: every device of every host)."""
@@ -192,6 +197,18 @@ class Engine:
 
         return jax.tree.map(place, tree)
 
+    def _replicate(self, tree: Any) -> Any:
+        """Every device holds the whole of ``tree`` (also across hosts)."""
+        if self.mesh is None:
+            return jax.tree.map(jnp.asarray, tree)
+        sharding = NamedSharding(self.mesh, PartitionSpec())
+
+        def place(x):
+            host = np.asarray(_gather(x))
+            return jax.make_array_from_callback(host.shape, sharding, lambda i: host[i])
+
+        return jax.tree.map(place, tree)
+
     # ---------------------------------------------------------------------- programs ---
     def init(self, keys: PRNGKeyArray, hparams: PPOConfig) -> RunnerState:
         """Initial states of ``len(keys)`` agents (padded; see `strip`)."""
@@ -212,6 +229,35 @@ class Engine:
         n = _num_agents(None, hparams)
         state, hparams = self._place((state, batched(hparams, n)), n)
         return self.compiled(("run", num_updates), n, state, hparams)(state, hparams)
+
+    def run_generations(
+        self,
+        state: RunnerState,
+        hparams: PPOConfig,
+        carry: Any,
+        interval: int,
+        count: int,
+        between: Between,
+    ) -> tuple[RunnerState, PPOConfig, Any, Metrics, Any]:
+        """``count`` generations, each ``interval`` updates then ``between`` across the agents.
+
+        One program (a scan over generations around the update scan), so a population can
+        act on itself — copy states, change hyperparameters — with no recompile and no host
+        round trip. ``between(state, hparams, metrics, carry, valid)`` sees every agent at
+        once (under a mesh, XLA gathers across devices for it; ``valid`` marks the real
+        agents, not the padding) and returns ``(state, hparams, carry, record)``.
+        ``carry`` is a replicated pytree (a PRNG key, counters). Returns the new state,
+        hyperparameters and carry, the metrics ``(agents, count * interval)`` and the
+        records ``(agents, count, ...)`` (every record leaf must lead with the agent axis).
+        """
+        for name, v in (("interval", interval), ("count", count)):
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"run_generations({name}={v!r}): need a positive int.")
+        n = _num_agents(None, hparams)
+        state, hparams = self._place((state, batched(hparams, n)), n)
+        carry = self._replicate(carry)
+        kind = ("generations", interval, count, between)
+        return self.compiled(kind, n, state, hparams, carry)(state, hparams, carry)
 
     def __call__(self, keys: PRNGKeyArray, hparams: PPOConfig) -> tuple[RunnerState, Metrics]:
         """Every update of every agent in one program (init + one scan)."""
@@ -247,7 +293,8 @@ class Engine:
 
         Compiled ahead of time on first use, with this backend's compiler options (see
         `_xla_cpu`), and timed in ``compile_seconds`` so callers can report compile and run
-        time apart. ``kind`` is ``"init"``, ``"train"`` or ``("run", num_updates)``.
+        time apart. ``kind`` is ``"init"``, ``"train"``, ``("run", num_updates)`` or
+        ``("generations", interval, count, between)``.
         """
         cache_key = (kind, num_agents, jax.tree.structure(args))
         if cache_key not in self._compiled:
@@ -314,6 +361,11 @@ class Engine:
             return lambda keys, hp: self._scan(
                 init(keys, hp), hp, self.cfg.num_updates, valid, group
             )
+        if kind[0] == "generations":
+            _, interval, count, between = kind
+            return lambda state, hp, carry: self._generations(
+                state, hp, carry, interval, count, between, valid, group
+            )
         _, num_updates = kind
         return lambda state, hp: self._scan(state, hp, num_updates, valid, group)
 
@@ -376,6 +428,22 @@ class Engine:
         (state, _), metrics = jax.lax.scan(body, (state, healthy0), None, length=num_updates)
         # (update, agent) -> (agent, update): the agent axis leads everywhere.
         return state, jax.tree.map(lambda x: jnp.moveaxis(x, 0, 1), metrics)
+
+    def _generations(self, state, hp, carry, interval, count, between, valid, group):
+        def generation(c, _):
+            state, hp, carry = c
+            state, metrics = self._scan(state, hp, interval, valid, group)
+            state, hp, carry, record = between(state, hp, metrics, carry, valid)
+            return (state, hp, carry), (metrics, record)
+
+        (state, hp, carry), (metrics, records) = jax.lax.scan(
+            generation, (state, hp, carry), None, length=count
+        )
+        # (generation, agent, update) -> (agent, generation * update); records agent-first
+        metrics = jax.tree.map(
+            lambda x: jnp.moveaxis(x, 0, 1).reshape(x.shape[1], -1, *x.shape[3:]), metrics
+        )
+        return state, hp, carry, metrics, jax.tree.map(lambda x: jnp.moveaxis(x, 0, 1), records)
 
 
 _ENGINES: dict = {}

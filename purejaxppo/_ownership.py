@@ -36,8 +36,9 @@ Mode = Literal["new", "overwrite", "resume", "results"]
 
 #: Files a run writes (globs); ``--overwrite`` removes exactly these.
 RUN_FILES = (
-    "sweep.json", "config.json", "ckpt-*.eqx", "metrics.npz", "metrics.csv", "params*.eqx",
-    "curves.png", "summary.md", "summary.csv", "agent.gif", "tb",
+    "sweep.json", "pbt.json", "config.json", "ckpt-*.eqx", "metrics.npz", "metrics.csv",
+    "params*.eqx", "curves.png", "summary.md", "summary.csv", "agent.gif", "hyperparameters.png",
+    "lineage.png", "tb",
 )  # fmt: skip
 
 
@@ -64,8 +65,8 @@ def claim(run_dir: str | Path, mode: Mode = "new") -> Iterator[Path]:
     """Own ``run_dir`` for the duration of the block (see the module docstring).
 
     Modes: ``"new"`` (refuse a directory holding a run), ``"overwrite"`` (delete that run's
-    files), ``"resume"`` (need ``sweep.json``), ``"results"`` (write a finished run's files
-    next to its own checkpoints; `write_run` checks the rest).
+    files), ``"resume"`` (need ``sweep.json`` or ``pbt.json``), ``"results"`` (write a
+    finished run's files next to its own checkpoints; `write_run` checks the rest).
     """
     path = Path(run_dir)
     key = _key(path)
@@ -151,10 +152,10 @@ def _read_owner(fd: int) -> dict:
 
 def _check_mode(path: Path, mode: Mode) -> None:
     if mode == "resume":
-        if not (path / "sweep.json").exists():
+        if not any((path / name).exists() for name in ("sweep.json", "pbt.json")):
             raise RunDirError(
-                f"{path}: no sweep.json, so there is no checkpointed run to resume here; "
-                "start a new run with --run-dir instead."
+                f"{path}: no sweep.json or pbt.json, so there is no checkpointed run to resume "
+                "here; start a new run with --run-dir instead."
             )
         return
     if mode == "overwrite":

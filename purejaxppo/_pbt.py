@@ -1,0 +1,570 @@
+"""Population-based training inside the one program.
+
+``pbt(cfg, population=64, interval=10, lr=(1e-5, 1e-2))`` trains a population whose
+hyperparameters are drawn like a random search (`sweep`), and after every ``interval`` updates
+lets it act on itself, as array operations on the agent axis inside the same compiled program
+(`Engine.run_generations`): no recompile, no host round trip.
+
+**Exploit (truncation).** The agents are ranked by fitness (mean episode return over the last
+interval). Each of the bottom ``fraction`` (at least one agent) copies the training state of
+an agent drawn uniformly from the top ``fraction``: the whole `RunnerState` — parameters,
+optimiser state, normalisation statistics, env states, running episode sums, hidden states —
+except its own PRNG key. Copying the env state too keeps everything the parent's parameters and
+statistics were fitted to consistent (a normalised observation with its statistics, a hidden
+state with its episode); keeping the key makes the child's trajectories its own from the next
+step on. The top and the middle of the ranking are untouched.
+
+**Explore (perturb).** A child starts from its parent's hyperparameters; each tuned field is
+then, independently, resampled from its initial range with probability
+``resample_probability`` (log-uniformly for lr and adam_eps, as in `sweep`), or else
+multiplied by one of ``factors`` drawn uniformly and clipped to the range.
+
+**Fitness is NaN-safe.** An agent that finished no episode in the interval, or diverged (a
+non-finite loss or gradient, a skipped step, a gradient norm above ``divergence_grad_norm``),
+ranks below every healthy agent and is never a parent; padding agents (sharding) take no part.
+
+**Keys.** ``seed`` fixes everything: agent ``i`` trains with ``split(split(PRNGKey(seed))[0],
+population)[i]``, the initial hyperparameters are drawn with ``numpy.random.default_rng(seed)``
+and the exploit/explore draws of generation ``g`` use ``fold_in(split(PRNGKey(seed))[1], g)``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import numbers
+import time
+import uuid
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh
+from jaxtyping import Array, Float, Int, PRNGKeyArray
+
+from ._checkpoint import (
+    CheckpointError,
+    atomic_write,
+    checkpoints,
+    config_from_json,
+    config_to_json,
+    read_newest_intact,
+    write_checkpoint,
+)
+from ._config import INIT_ONLY_FIELDS, TRACED_FIELDS, PPOConfig, static_field_names
+from ._engine import Engine, ProgressFn, batched, check_group_size, engine_for
+from ._ownership import claim
+from ._ppo import Metrics, RunnerState
+from ._sweep import LOG_UNIFORM_FIELDS, read_json
+
+EXPLOITS = ("truncation",)
+EXPLORES = ("perturb",)
+
+
+class PBTCarry(NamedTuple):
+    """What the generation scan carries besides the agents: the PBT key and a counter."""
+
+    key: PRNGKeyArray
+    generation: Int[Array, ""]
+
+
+class GenerationRecord(NamedTuple):
+    """One exploit/explore step, per agent (leading axis: agent)."""
+
+    fitness: Float[Array, " A"]  # -inf: unranked (no episode, diverged or padding)
+    parents: Int[Array, " A"]  # whose state the agent continues from (itself if kept)
+    hyperparameters: dict  # field -> (A,): the values used during the generation
+
+
+@dataclasses.dataclass(frozen=True)
+class PopulationStep:
+    """Exploit (truncation) and explore (perturb/resample) across the agent axis.
+
+    Hashable, so it keys the compiled generation program (`Engine.run_generations`).
+    ``ranges``: ``(field, low, high, log_uniform)`` per tuned field.
+    """
+
+    ranges: tuple[tuple[str, float, float, bool], ...]
+    fraction: float
+    factors: tuple[float, ...]
+    resample_probability: float
+    divergence_grad_norm: float
+
+    def num_replaced(self, population: int) -> int:
+        """Agents replaced per step: ``fraction`` of the population, at least one."""
+        return max(1, int(self.fraction * population))
+
+    def __call__(self, state: RunnerState, hp: PPOConfig, metrics: Metrics, carry: PBTCarry, valid):
+        fitness = jnp.where(
+            jnp.asarray(valid), fitness_of(metrics, self.divergence_grad_norm), -jnp.inf
+        )
+        parents = self.select(jax.random.fold_in(carry.key, carry.generation), fitness, valid)
+        record = GenerationRecord(fitness, parents, {n: getattr(hp, n) for n, *_ in self.ranges})
+        new_hp = self.explore(jax.random.fold_in(carry.key, -1 - carry.generation), hp, parents)
+        new_state = jax.tree.map(lambda x: x[parents], state)
+        new_state = eqx.tree_at(lambda s: s.key, new_state, state.key)  # keep own stream
+        return new_state, new_hp, PBTCarry(carry.key, carry.generation + 1), record
+
+    def select(self, key: PRNGKeyArray, fitness: Float[Array, " A"], valid) -> Int[Array, " A"]:
+        """Each agent's parent: an agent of the top ``fraction`` for the bottom ``fraction``
+        (drawn uniformly among the top agents with a finite fitness; none: no copy), itself
+        for everyone else. Ties rank by agent index."""
+        n, size = int(np.sum(valid)), len(valid)
+        k = self.num_replaced(n)
+        index = jnp.arange(size)
+        # Real agents first (padding last), then best fitness first, then lowest index.
+        order = jnp.lexsort((index, -fitness, ~jnp.asarray(valid)))
+        top, bottom = order[:k], order[n - k : n]
+        usable = jnp.sum(jnp.isfinite(fitness[top]))  # sorted: the finite ones come first
+        pick = jax.random.randint(key, (k,), 0, jnp.maximum(usable, 1))
+        return index.at[bottom].set(jnp.where(usable > 0, top[pick], bottom))
+
+    def explore(self, key: PRNGKeyArray, hp: PPOConfig, parents: Int[Array, " A"]) -> PPOConfig:
+        """Children (``parents[i] != i``) take their parent's values, then perturb or resample
+        each tuned field; everyone else keeps theirs."""
+        size = parents.shape[0]
+        child = parents != jnp.arange(size)
+        factors = jnp.asarray(self.factors, jnp.float32)
+        changes = {}
+        for i, (name, low, high, log) in enumerate(self.ranges):
+            k_factor, k_coin, k_fresh = jax.random.split(jax.random.fold_in(key, i), 3)
+            own = getattr(hp, name)
+            factor = factors[jax.random.randint(k_factor, (size,), 0, len(self.factors))]
+            perturbed = jnp.clip(own[parents] * factor, low, high)
+            fresh = _draw(k_fresh, low, high, log, size)
+            resample = jax.random.uniform(k_coin, (size,)) < self.resample_probability
+            value = jnp.where(resample, fresh, perturbed)
+            changes[name] = jnp.where(child, value, own).astype(own.dtype)
+        return hp.batched(**changes)
+
+
+def _draw(key, low: float, high: float, log: bool, size: int) -> Float[Array, " A"]:
+    if log:
+        u = jax.random.uniform(key, (size,), minval=np.log(low), maxval=np.log(high))
+        return jnp.clip(jnp.exp(u), low, high)
+    return jax.random.uniform(key, (size,), minval=low, maxval=high)
+
+
+def fitness_of(metrics: Metrics, divergence_grad_norm: float = 1e6) -> Float[Array, "*A"]:
+    """Mean episode return over the updates of ``metrics`` (last axis), per agent; ``-inf``
+    for an agent that finished no episode or diverged (ranks last, never poisons a sort)."""
+    ret = jnp.asarray(metrics.episode_return)
+    has = jnp.isfinite(ret)
+    mean = jnp.sum(jnp.where(has, ret, 0.0), -1) / jnp.maximum(jnp.sum(has, -1), 1)
+    healthy = jnp.all(jnp.asarray(metrics.skipped_steps) == 0, -1)
+    for x in (metrics.policy_loss, metrics.value_loss, metrics.entropy, metrics.grad_norm):
+        healthy &= jnp.all(jnp.isfinite(jnp.asarray(x)), -1)
+    healthy &= jnp.all(jnp.asarray(metrics.grad_norm) <= divergence_grad_norm, -1)
+    return jnp.where(healthy & jnp.any(has, -1), mean, -jnp.inf)
+
+
+@dataclasses.dataclass(frozen=True)
+class PBTAgent:
+    """One agent of a PBT run with its whole history."""
+
+    index: int
+    config: PPOConfig  # the hyperparameters it ended with
+    state: RunnerState
+    metrics: Metrics  # leading axis: update; along its ancestry
+    hyperparameters: dict  # field -> (update,): its schedule along its ancestry
+    ancestry: list  # (generation, agent) whose state it ran in each generation, first to last
+    fitness: float  # over the last interval
+
+
+@dataclasses.dataclass(frozen=True)
+class PBTResult:
+    """A PBT run. ``metrics`` leaves and ``hyperparameters`` values are ``(population,
+    update)``; ``lineage`` is ``(population, generation)``: the agent whose state agent ``i``
+    started generation ``g`` from (column 0: itself); ``fitness`` is ``(population,
+    generation)``, each generation's fitness (the last one's over its final ``interval``
+    updates). ``timings``: ``compile_s`` and ``run_s`` of this call."""
+
+    metrics: Metrics
+    state: RunnerState
+    hyperparameters: dict
+    lineage: np.ndarray
+    fitness: np.ndarray
+    config: PPOConfig
+    interval: int
+    finished: bool = True
+    timings: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def population(self) -> int:
+        return self.lineage.shape[0]
+
+    def best(self) -> PBTAgent:
+        """The agent with the best fitness at the end (lowest index on a tie)."""
+        return self.agent(int(np.argmax(self.fitness[:, -1])))
+
+    def agent(self, i: int) -> PBTAgent:
+        """Agent ``i`` with its ancestry, and its history along that ancestry: in each
+        generation, the metrics and hyperparameters of the agent whose state it continues
+        (the schedule that made its final parameters)."""
+        ancestry, who = [], i
+        for g in range(self.lineage.shape[1] - 1, -1, -1):
+            ancestry.append((g, who))
+            who = int(self.lineage[who, g])
+        ancestry = ancestry[::-1]
+        rows = np.repeat([a for _, a in ancestry], self.interval)[: self.num_updates]
+        cols = np.arange(self.num_updates)
+        hp = {k: v[rows, cols] for k, v in self.hyperparameters.items()}
+        final = {k: float(v[i, -1]) for k, v in self.hyperparameters.items()}
+        return PBTAgent(
+            index=i,
+            config=self.config.replace(**final),
+            state=jax.tree.map(lambda x: x[i], self.state),
+            metrics=jax.tree.map(lambda x: np.asarray(x)[rows, cols], self.metrics),
+            hyperparameters=hp,
+            ancestry=ancestry,
+            fitness=float(self.fitness[i, -1]),
+        )
+
+    @property
+    def num_updates(self) -> int:
+        return self.metrics.episode_return.shape[1]
+
+
+def initial_population(
+    cfg: PPOConfig, population: int, seed: int, ranges: dict
+) -> tuple[PRNGKeyArray, PPOConfig, PRNGKeyArray]:
+    """The agents' keys and initial hyperparameters, and the PBT key (see the module doc)."""
+    agents_key, pbt_key = jax.random.split(jax.random.PRNGKey(seed))
+    keys = np.asarray(jax.random.split(agents_key, population))
+    rng = np.random.default_rng(seed)
+    values = {}
+    for name, (low, high) in ranges.items():
+        if name in LOG_UNIFORM_FIELDS:
+            values[name] = np.exp(rng.uniform(np.log(low), np.log(high), population))
+        else:
+            values[name] = rng.uniform(low, high, population)
+    hp = batched(cfg.traced(), population)
+    return keys, hp.batched(**{k: v.astype(np.float32) for k, v in values.items()}), pbt_key
+
+
+def pbt(
+    cfg: PPOConfig,
+    population: int,
+    *,
+    interval: int,
+    exploit: str = "truncation",
+    fraction: float = 0.25,
+    explore: str = "perturb",
+    factors: tuple[float, ...] = (0.8, 1.25),
+    resample_probability: float = 0.25,
+    seed: int = 0,
+    divergence_grad_norm: float = 1e6,
+    mesh: Mesh | None | bool = None,
+    group_size: int | None = None,
+    progress: ProgressFn | None = None,
+    progress_every: int = 1,
+    run_dir: str | Path | None = None,
+    checkpoint_every: int | None = None,
+    resume: bool = False,
+    overwrite: bool = False,
+    should_stop: Callable[[], bool] | None = None,
+    **ranges: tuple[float, float],
+) -> PBTResult:
+    """Train a population that tunes its own hyperparameters as it trains (module doc).
+
+    Args:
+        cfg: the base config; the tuned fields start from the given ranges.
+        population: agents (at least 2).
+        interval: updates per generation; after each (except the last) the population
+            exploits and explores. ``interval`` ≥ the run's updates: no step happens (a
+            random search over the initial ranges), with a warning.
+        exploit: ``"truncation"``: the bottom ``fraction`` copies the top ``fraction``.
+        fraction: in (0, 0.5].
+        explore: ``"perturb"``: multiply by one of ``factors`` (each > 0) and clip to the
+            range, or with ``resample_probability`` (in [0, 1]) draw afresh from the range.
+        seed: fixes the agents' keys, the initial draws and every PBT draw.
+        divergence_grad_norm: a gradient norm above this counts as diverged (as in `sweep`).
+        mesh, group_size, progress, progress_every: as in `sweep` (the population may be
+            sharded; the exploit step gathers across devices and gives the same result).
+        run_dir, checkpoint_every: checkpoint every agent, the hyperparameters and the PBT
+            key atomically into ``run_dir`` every ``checkpoint_every`` generations;
+            ``resume`` continues from the newest intact checkpoint (bit for bit on CPU),
+            ``overwrite`` replaces a run there; ``should_stop`` is polled after each chunk.
+        **ranges: tuned traced field → ``(low, high)`` initial range and bounds (log-uniform
+            for lr and adam_eps).
+
+    Every argument is checked before anything compiles; a bad one is one line naming it.
+    """
+    step = check_pbt_args(
+        cfg, population, interval, exploit, fraction, explore, factors, resample_probability,
+        divergence_grad_norm, ranges,
+    )  # fmt: skip
+    check_group_size(group_size, "pbt(group_size)")
+    if not isinstance(seed, numbers.Integral) or isinstance(seed, bool):
+        raise ValueError(f"pbt(seed={seed!r}): need an int.")
+    chunked = run_dir is not None
+    bad_every = not isinstance(checkpoint_every, int) or isinstance(checkpoint_every, bool)
+    if chunked and (bad_every or checkpoint_every < 1):
+        raise ValueError(
+            f"pbt(run_dir=...): checkpoint_every={checkpoint_every!r}; give a positive int "
+            "(generations per chunk and checkpoint)."
+        )
+    if not chunked and (checkpoint_every is not None or resume or overwrite):
+        raise ValueError("pbt: checkpoint_every=, resume= and overwrite= need run_dir=<directory>.")
+    if resume and overwrite:
+        raise ValueError("pbt: give resume=True or overwrite=True, not both.")
+    updates = cfg.num_updates
+    if interval >= updates:
+        warnings.warn(
+            f"pbt(interval={interval}): the run has {updates} updates, so no exploit step will "
+            "happen (this is a random search over the initial ranges).",
+            stacklevel=2,
+        )
+    generations = -(-updates // interval)
+    tail = updates - (generations - 1) * interval  # the last generation: no step after it
+    keys, hp, pbt_key = initial_population(cfg, population, int(seed), ranges)
+    engine = engine_for(
+        cfg, mesh=mesh, progress=progress, progress_every=progress_every, group_size=group_size
+    )
+    spec = {
+        "config": config_to_json(cfg),
+        "population": population,
+        "interval": interval,
+        "seed": int(seed),
+        "group_size": group_size,
+        "checkpoint_every": checkpoint_every,
+        "step": json.loads(json.dumps(dataclasses.asdict(step))),  # tuples as JSON lists
+    }
+    owner = contextlib.nullcontext()
+    if chunked and jax.process_index() == 0:
+        owner = claim(run_dir, "resume" if resume else "overwrite" if overwrite else "new")
+    compile_before, t0 = engine.compile_seconds, time.perf_counter()
+    with owner:
+        if chunked:
+            identity = {"pbt": spec, "run": _start_or_check(Path(run_dir), spec, resume)}
+            every = checkpoint_every
+        else:
+            identity, every = None, generations
+        out = _run(engine, step, keys, hp, pbt_key, interval, generations, tail, every,
+                   Path(run_dir) if chunked else None, identity, should_stop)  # fmt: skip
+    state, history = out
+    compile_s = engine.compile_seconds - compile_before
+    return PBTResult(
+        metrics=history.metrics,
+        state=state,
+        hyperparameters=history.hyperparameters,
+        lineage=history.lineage,
+        fitness=history.fitness,
+        config=cfg,
+        interval=interval,
+        finished=int(history.done) == generations,
+        timings={"compile_s": compile_s, "run_s": time.perf_counter() - t0 - compile_s},
+    )
+
+
+class History(NamedTuple):
+    """What a PBT run has recorded so far (host arrays; NaN / -1 where not yet run)."""
+
+    metrics: Metrics  # (A, U)
+    hyperparameters: dict  # field -> (A, U)
+    lineage: np.ndarray  # (A, G)
+    fitness: np.ndarray  # (A, G)
+    done: np.ndarray  # generations done (a 0-d int array, so it checkpoints with the rest)
+
+
+def _run(engine: Engine, step, keys, hp, pbt_key, interval, generations, tail, every,
+         run_dir, identity, should_stop):  # fmt: skip
+    """Generations in chunks of ``every`` (one program per chunk size), checkpointed after
+    each chunk when ``run_dir`` is given. Returns the final state and the `History`."""
+    n, updates = len(keys), engine.cfg.num_updates
+    names = [name for name, *_ in step.ranges]
+    _, one = engine.shapes(keys, hp)
+    history = History(
+        metrics=jax.tree.map(lambda x: _unfilled((n, updates), x.dtype), one),
+        hyperparameters={k: np.full((n, updates), np.nan, np.float32) for k in names},
+        lineage=np.full((n, generations), -1, np.int32),
+        fitness=np.full((n, generations), np.nan, np.float32),
+        done=np.asarray(0, np.int32),
+    )
+    loaded = None
+    if run_dir is not None and checkpoints(run_dir):
+        like_state, _ = engine.shapes(keys, hp)
+        like = (
+            jax.tree.map(lambda x: np.zeros(x.shape, x.dtype), like_state),
+            {k: np.zeros(n, np.float32) for k in names},
+            np.zeros_like(np.asarray(pbt_key)),
+            history,
+        )
+        loaded = read_newest_intact(run_dir, identity, like)
+    if loaded is not None:
+        state, values, pbt_key, history = loaded
+        history = jax.tree.map(np.array, history)  # writable copies
+        hp = hp.batched(**values)
+    else:
+        state = engine.init(keys, hp)
+    done = int(history.done)
+    while done < generations:
+        count = min(every, generations - 1 - done)  # generations with a step after them
+        first = done * interval
+        if count > 0:
+            carry = PBTCarry(jnp.asarray(pbt_key), jnp.asarray(done, jnp.int32))
+            state, hp, _, chunk, records = engine.run_generations(
+                state, hp, carry, interval, count, step
+            )
+            chunk, records = engine.strip((chunk, records), n)
+            span = slice(first, first + count * interval)
+            for k in names:
+                history.hyperparameters[k][:, span] = np.repeat(
+                    records.hyperparameters[k], interval, axis=1
+                )
+            history.lineage[:, done + 1 : done + 1 + count] = records.parents
+            history.fitness[:, done : done + count] = records.fitness
+        else:  # the last generation: no step after it
+            state, chunk = engine.run(state, hp, tail)
+            chunk = engine.strip(chunk, n)
+            span = slice(first, updates)
+            for k in names:
+                history.hyperparameters[k][:, span] = engine.strip(getattr(hp, k), n)[:, None]
+            last = jax.tree.map(lambda x: x[:, -interval:], chunk)
+            history.fitness[:, done] = fitness_of(last, step.divergence_grad_norm)
+            count = 1
+        for m, c in zip(history.metrics, chunk, strict=True):
+            m[:, span] = c
+        if done == 0:
+            history.lineage[:, 0] = np.arange(n)
+        done += count
+        history = history._replace(done=np.asarray(done, np.int32))
+        if run_dir is not None and jax.process_index() == 0:
+            values = {k: np.asarray(engine.strip(getattr(hp, k), n)) for k in names}
+            tree = (engine.strip(state, n), values, np.asarray(pbt_key), history)
+            write_checkpoint(run_dir, identity, done, tree)
+        if done < generations and should_stop is not None and should_stop():
+            break
+    return engine.strip(state, n), history
+
+
+def _unfilled(shape: tuple[int, ...], dtype) -> np.ndarray:
+    return np.full(shape, np.nan if np.dtype(dtype).kind == "f" else 0, dtype)
+
+
+def resume_pbt(
+    run_dir: str | Path,
+    *,
+    mesh: Mesh | None | bool = None,
+    progress: ProgressFn | None = None,
+    progress_every: int = 1,
+    should_stop: Callable[[], bool] | None = None,
+) -> PBTResult:
+    """Continue the checkpointed PBT run in ``run_dir`` (its ``pbt.json`` gives the rest).
+
+    The result equals the uninterrupted run's, bit for bit on CPU (tested).
+    """
+    spec = read_json(Path(run_dir) / "pbt.json", "pbt.json")
+    step = spec["step"]
+    return pbt(
+        config_from_json(spec["config"]),
+        spec["population"],
+        interval=spec["interval"],
+        fraction=step["fraction"],
+        factors=tuple(step["factors"]),
+        resample_probability=step["resample_probability"],
+        seed=spec["seed"],
+        divergence_grad_norm=step["divergence_grad_norm"],
+        group_size=spec["group_size"],
+        mesh=mesh,
+        progress=progress,
+        progress_every=progress_every,
+        run_dir=run_dir,
+        checkpoint_every=spec["checkpoint_every"],
+        resume=True,
+        should_stop=should_stop,
+        **{name: (low, high) for name, low, high, _ in step["ranges"]},
+    )
+
+
+def _start_or_check(run_dir: Path, spec: dict, resume: bool) -> str:
+    """Write a new run's ``pbt.json``, or check a resumed one's; returns the run's id."""
+    path = run_dir / "pbt.json"
+    if resume:
+        stored = read_json(path, "pbt.json")
+        if {k: v for k, v in stored.items() if k != "run"} != spec:
+            raise CheckpointError(f"{run_dir}: pbt.json describes a different PBT run.")
+        return stored.get("run", "")
+    run_id = uuid.uuid4().hex
+    if jax.process_index() == 0:
+        atomic_write(path, json.dumps({**spec, "run": run_id}, indent=1).encode())
+    return run_id
+
+
+def check_pbt_args(
+    cfg, population, interval, exploit, fraction, explore, factors, resample_probability,
+    divergence_grad_norm, ranges,
+) -> PopulationStep:  # fmt: skip
+    """Refuse bad PBT arguments in one line each, before anything compiles; returns the
+    population step they describe."""
+
+    def number(x):
+        return isinstance(x, numbers.Real) and not isinstance(x, bool) and np.isfinite(x)
+
+    if not isinstance(population, numbers.Integral) or isinstance(population, bool):
+        raise ValueError(f"pbt(population={population!r}): need an int of at least 2.")
+    if population < 2:
+        raise ValueError(f"pbt(population={population}): need at least 2 agents to exploit.")
+    if not isinstance(interval, numbers.Integral) or isinstance(interval, bool) or interval < 1:
+        raise ValueError(f"pbt(interval={interval!r}): need a positive int (updates per step).")
+    if exploit not in EXPLOITS:
+        raise ValueError(f"pbt(exploit={exploit!r}): supported: {list(EXPLOITS)}.")
+    if explore not in EXPLORES:
+        raise ValueError(f"pbt(explore={explore!r}): supported: {list(EXPLORES)}.")
+    if not number(fraction) or not 0 < fraction <= 0.5:
+        raise ValueError(f"pbt(fraction={fraction!r}): need 0 < fraction <= 0.5.")
+    try:
+        factors = tuple(float(f) for f in factors)
+    except (TypeError, ValueError):
+        raise ValueError(f"pbt(factors={factors!r}): need a list of positive numbers.") from None
+    if not factors or not all(np.isfinite(f) and f > 0 for f in factors):
+        raise ValueError(f"pbt(factors={factors!r}): need one or more numbers > 0.")
+    if not number(resample_probability) or not 0 <= resample_probability <= 1:
+        raise ValueError(
+            f"pbt(resample_probability={resample_probability!r}): need a number in [0, 1]."
+        )
+    if not number(divergence_grad_norm) or divergence_grad_norm <= 0:
+        raise ValueError(f"pbt(divergence_grad_norm={divergence_grad_norm!r}): need a number > 0.")
+    if not ranges:
+        raise ValueError("pbt: give at least one hyperparameter range, e.g. lr=(1e-5, 1e-2).")
+    checked = []
+    for name, r in ranges.items():
+        if name in static_field_names():
+            raise ValueError(
+                f"pbt: {name} is static (it fixes shapes) and cannot change during a run; "
+                f"tunable fields: {[f for f in TRACED_FIELDS if f not in INIT_ONLY_FIELDS]}."
+            )
+        if name in INIT_ONLY_FIELDS:
+            raise ValueError(f"pbt: {name} only sets the initial state; PBT cannot tune it.")
+        if name not in TRACED_FIELDS:
+            raise ValueError(
+                f"pbt: unknown hyperparameter {name!r}; tunable fields: "
+                f"{[f for f in TRACED_FIELDS if f not in INIT_ONLY_FIELDS]}."
+            )
+        if name == "max_grad_norm" and cfg.max_grad_norm is None:
+            raise ValueError("pbt: max_grad_norm is None in the config (no clipping); set it.")
+        ok = isinstance(r, tuple | list | np.ndarray) and len(r) == 2 and all(number(v) for v in r)
+        if not ok:
+            raise ValueError(f"pbt: {name}={r!r} must be a (low, high) range of numbers.")
+        low, high = (float(v) for v in r)
+        if not low < high:
+            raise ValueError(
+                f"pbt: {name}=({low:g}, {high:g}) must be given low to high, e.g. "
+                f"({min(low, high):g}, {max(low, high):g})."
+            )
+        for v in (low, high):  # both ends must make a valid config (one line if not)
+            cfg.replace(**{name: v})
+        checked.append((name, low, high, name in LOG_UNIFORM_FIELDS))
+    return PopulationStep(
+        ranges=tuple(checked),
+        fraction=float(fraction),
+        factors=factors,
+        resample_probability=float(resample_probability),
+        divergence_grad_norm=float(divergence_grad_norm),
+    )

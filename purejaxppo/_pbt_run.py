@@ -1,0 +1,164 @@
+"""A PBT run directory's results: metrics, figures of the schedules and the lineage, summary.
+
+``pbt.json`` and the checkpoints are written by `pbt` while it trains; `write_pbt_run` adds,
+atomically and only from process 0:
+
+* ``metrics.npz``: every `Metrics` field ``(population, update)``, ``hp_<field>`` schedules
+  ``(population, update)``, ``lineage`` and ``fitness`` ``(population, generation)``;
+* ``curves.png``: the population's mean return with a 95 % bootstrap band, and the best
+  agent's own line;
+* ``hyperparameters.png``: each tuned field's schedule for every agent (thin) and the best
+  agent (thick), on a log axis for lr and adam_eps;
+* ``lineage.png``: whose state each agent ran in each generation (the best agent's ancestry
+  marked);
+* ``summary.md``: the best agent (final return, final hyperparameters, ancestry), the
+  population's median and quartiles, and the timings.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+
+from ._checkpoint import atomic_write, config_to_json
+from ._figures import curve_band
+from ._pbt import PBTResult
+from ._sweep import LOG_UNIFORM_FIELDS
+
+
+def write_pbt_run(run_dir: str | Path, res: PBTResult, timings: dict) -> str:
+    """Write the files above into ``run_dir``; returns the summary's text."""
+    run_dir = Path(run_dir)
+    best = res.best()
+    arrays = {k: np.asarray(v) for k, v in res.metrics._asdict().items()}
+    arrays.update({f"hp_{k}": v for k, v in res.hyperparameters.items()})
+    arrays.update(lineage=res.lineage, fitness=res.fitness)
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **arrays)
+    atomic_write(run_dir / "metrics.npz", buf.getvalue())
+    config = {"config": config_to_json(res.config), "interval": res.interval}
+    atomic_write(run_dir / "config.json", json.dumps(config, indent=1).encode())
+    steps = np.arange(1, res.metrics.episode_return.shape[1] + 1) * res.config.batch_size
+    atomic_write(run_dir / "curves.png", _curves(res, best, steps))
+    atomic_write(run_dir / "hyperparameters.png", _schedules(res, best, steps))
+    atomic_write(run_dir / "lineage.png", _lineage(res, best))
+    text = summary(res, timings)
+    atomic_write(run_dir / "summary.md", text.encode())
+    return text
+
+
+def summary(res: PBTResult, timings: dict) -> str:
+    """The run in a few lines of Markdown."""
+    best = res.best()
+    final = res.fitness[:, -1]
+    scored = final[np.isfinite(final)]
+    q = np.percentile(scored, [25, 50, 75]) if scored.size else [np.nan] * 3
+    hp = ", ".join(f"{k}={v[-1]:.4g}" for k, v in best.hyperparameters.items())
+    ancestry = " → ".join(str(a) for _, a in best.ancestry)
+    steps = res.metrics.episode_return.shape[1] * res.config.batch_size * res.population
+    lines = [
+        f"# PBT: {res.config.env}, population {res.population}, interval {res.interval}",
+        "",
+        "Final return: each agent's mean episode return over the last interval.",
+        "",
+        "| | value |",
+        "|---|---|",
+        f"| best agent | {best.index} |",
+        f"| its final return | {best.fitness:.4g} |",
+        f"| its final hyperparameters | {hp} |",
+        f"| whose state it ran, generation by generation | {ancestry} |",
+        f"| population median (quartiles) | {q[1]:.4g} ({q[0]:.4g} – {q[2]:.4g}) |",
+        f"| agents without a finite final return | {int((~np.isfinite(final)).sum())} |",
+        f"| env steps, all agents | {steps:,} |",
+        f"| compile s / run s | {timings.get('compile_s', 0):.2f} / {timings.get('run_s', 0):.2f} |",  # noqa: E501
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _png(fig) -> bytes:
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    fig.tight_layout()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def _figure(rows: int = 1, height: float = 4.0):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(rows, 1, figsize=(6.4, height * rows), dpi=120, squeeze=False)
+
+
+def _curves(res: PBTResult, best, steps: np.ndarray) -> bytes:
+    fig, ax = _figure()
+    ax = ax[0, 0]
+    returns = np.asarray(res.metrics.episode_return)
+    mean, low, high = curve_band(returns)
+    (line,) = ax.plot(steps, mean, label=f"population mean ({res.population} agents)")
+    ax.fill_between(steps, low, high, color=line.get_color(), alpha=0.25, linewidth=0)
+    ax.plot(steps, best.metrics.episode_return, color="k", linewidth=1,
+            label=f"best agent ({best.index}), along its ancestry")  # fmt: skip
+    for g in range(1, res.lineage.shape[1]):
+        ax.axvline(g * res.interval * res.config.batch_size, color="0.85", linewidth=0.5)
+    ax.set_xlabel("environment steps per agent (grey: exploit/explore steps)")
+    ax.set_ylabel("episode return")
+    ax.set_title("PBT — mean over agents, 95 % bootstrap CI", fontsize=9)
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    return _png(fig)
+
+
+def _schedules(res: PBTResult, best, steps: np.ndarray) -> bytes:
+    names = list(res.hyperparameters)
+    fig, axes = _figure(len(names), 3.0)
+    for ax, name in zip(axes[:, 0], names, strict=True):
+        values = res.hyperparameters[name]
+        ax.plot(steps, values.T, color="tab:blue", alpha=0.25, linewidth=0.6,
+                drawstyle="steps-pre")  # fmt: skip
+        label = f"best agent ({best.index}), along its ancestry"
+        ax.plot(steps, best.hyperparameters[name], color="k", linewidth=1.5,
+                drawstyle="steps-pre", label=label)  # fmt: skip
+        if name in LOG_UNIFORM_FIELDS:
+            ax.set_yscale("log")
+        ax.set_ylabel(name)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    axes[-1, 0].set_xlabel("environment steps per agent")
+    axes[0, 0].set_title(
+        "each agent slot's values (thin) and the best agent's schedule", fontsize=9
+    )
+    return _png(fig)
+
+
+def _lineage(res: PBTResult, best) -> bytes:
+    fig, ax = _figure()
+    ax = ax[0, 0]
+    n, generations = res.lineage.shape
+    for g in range(1, generations):
+        for i in range(n):
+            parent = res.lineage[i, g]
+            copied = parent != i
+            ax.plot(
+                [g - 1, g], [parent, i], color="tab:red" if copied else "0.8",
+                linewidth=0.8 if copied else 0.4,
+            )  # fmt: skip
+    gens, agents = zip(*best.ancestry, strict=True)
+    ax.plot(gens, agents, color="k", linewidth=2, marker="o", markersize=3,
+            label=f"best agent's ancestry ({best.index})")  # fmt: skip
+    from matplotlib.ticker import MaxNLocator
+
+    ax.set_xlabel("generation")
+    ax.set_ylabel("agent")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_title("lineage: red = a copy of a top agent's state, grey = kept its own", fontsize=9)
+    ax.legend(fontsize=7)
+    return _png(fig)
