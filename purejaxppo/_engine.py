@@ -238,6 +238,7 @@ class Engine:
         interval: int,
         count: int,
         between: Between,
+        tail: int = 0,
     ) -> tuple[RunnerState, PPOConfig, Any, Metrics, Any]:
         """``count`` generations, each ``interval`` updates then ``between`` across the agents.
 
@@ -246,17 +247,19 @@ class Engine:
         round trip. ``between(state, hparams, metrics, carry, valid)`` sees every agent at
         once (under a mesh, XLA gathers across devices for it; ``valid`` marks the real
         agents, not the padding) and returns ``(state, hparams, carry, record)``.
-        ``carry`` is a replicated pytree (a PRNG key, counters). Returns the new state,
-        hyperparameters and carry, the metrics ``(agents, count * interval)`` and the
-        records ``(agents, count, ...)`` (every record leaf must lead with the agent axis).
+        ``carry`` is a replicated pytree (a PRNG key, counters). ``tail`` more updates follow
+        the last generation, with no ``between`` after them (a run's last generation), in
+        the same program. Returns the new state, hyperparameters and carry, the metrics
+        ``(agents, count * interval + tail)`` and the records ``(agents, count, ...)``
+        (every record leaf must lead with the agent axis).
         """
-        for name, v in (("interval", interval), ("count", count)):
+        for name, v in (("interval", interval), ("count", count), ("tail", tail + 1)):
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"run_generations({name}={v!r}): need a positive int.")
         n = _num_agents(None, hparams)
         state, hparams = self._place((state, batched(hparams, n)), n)
         carry = self._replicate(carry)
-        kind = ("generations", interval, count, between)
+        kind = ("generations", interval, count, between, tail)
         return self.compiled(kind, n, state, hparams, carry)(state, hparams, carry)
 
     def __call__(self, keys: PRNGKeyArray, hparams: PPOConfig) -> tuple[RunnerState, Metrics]:
@@ -294,7 +297,7 @@ class Engine:
         Compiled ahead of time on first use, with this backend's compiler options (see
         `_xla_cpu`), and timed in ``compile_seconds`` so callers can report compile and run
         time apart. ``kind`` is ``"init"``, ``"train"``, ``("run", num_updates)`` or
-        ``("generations", interval, count, between)``.
+        ``("generations", interval, count, between, tail)``.
         """
         cache_key = (kind, num_agents, jax.tree.structure(args))
         if cache_key not in self._compiled:
@@ -362,9 +365,9 @@ class Engine:
                 init(keys, hp), hp, self.cfg.num_updates, valid, group
             )
         if kind[0] == "generations":
-            _, interval, count, between = kind
+            _, interval, count, between, tail = kind
             return lambda state, hp, carry: self._generations(
-                state, hp, carry, interval, count, between, valid, group
+                state, hp, carry, interval, count, between, tail, valid, group
             )
         _, num_updates = kind
         return lambda state, hp: self._scan(state, hp, num_updates, valid, group)
@@ -429,7 +432,7 @@ class Engine:
         # (update, agent) -> (agent, update): the agent axis leads everywhere.
         return state, jax.tree.map(lambda x: jnp.moveaxis(x, 0, 1), metrics)
 
-    def _generations(self, state, hp, carry, interval, count, between, valid, group):
+    def _generations(self, state, hp, carry, interval, count, between, tail, valid, group):
         def generation(c, _):
             state, hp, carry = c
             state, metrics = self._scan(state, hp, interval, valid, group)
@@ -443,6 +446,9 @@ class Engine:
         metrics = jax.tree.map(
             lambda x: jnp.moveaxis(x, 0, 1).reshape(x.shape[1], -1, *x.shape[3:]), metrics
         )
+        if tail:
+            state, last = self._scan(state, hp, tail, valid, group)
+            metrics = jax.tree.map(lambda a, b: jnp.concatenate([a, b], 1), metrics, last)
         return state, hp, carry, metrics, jax.tree.map(lambda x: jnp.moveaxis(x, 0, 1), records)
 
 

@@ -405,14 +405,20 @@ def _run(engine: Engine, step, keys, hp, pbt_key, interval, generations, tail, e
         state = engine.init(keys, hp)
     done = int(history.done)
     while done < generations:
-        count = min(every, generations - 1 - done)  # generations with a step after them
-        first = done * interval
-        if count > 0:
+        if generations == 1:  # no step at all: the plain run of the initial population
+            state, chunk = engine.run(state, hp, tail)
+            records, count, last = None, 0, True
+        else:
+            count = min(every, generations - 1 - done)  # generations with a step after them
+            last = done + count == generations - 1  # then the last one joins this program
             carry = PBTCarry(jnp.asarray(pbt_key), jnp.asarray(done, jnp.int32))
-            state, hp, _, chunk, records = engine.run_generations(
-                state, hp, carry, interval, count, step
+            state, hp_after, _, chunk, records = engine.run_generations(
+                state, hp, carry, interval, count, step, tail if last else 0
             )
-            chunk, records = engine.strip((chunk, records), n)
+        chunk = engine.strip(chunk, n)
+        first = done * interval
+        if records is not None:
+            records = engine.strip(records, n)
             span = slice(first, first + count * interval)
             for k in names:
                 history.hyperparameters[k][:, span] = np.repeat(
@@ -420,23 +426,23 @@ def _run(engine: Engine, step, keys, hp, pbt_key, interval, generations, tail, e
                 )
             history.lineage[:, done + 1 : done + 1 + count] = records.parents
             history.fitness[:, done : done + count] = records.fitness
-        else:  # the last generation: no step after it
-            state, chunk = engine.run(state, hp, tail)
-            chunk = engine.strip(chunk, n)
-            span = slice(first, updates)
+            # host values without the padding: the next chunk pads and places them again
+            hp = hp.batched(**{k: engine.strip(getattr(hp_after, k), n) for k in names})
+        if last:  # its values, and its fitness over the run's final interval
+            span = slice(first + count * interval, updates)
             for k in names:
-                history.hyperparameters[k][:, span] = engine.strip(getattr(hp, k), n)[:, None]
-            last = jax.tree.map(lambda x: x[:, -interval:], chunk)
-            history.fitness[:, done] = fitness_of(last, step.divergence_grad_norm)
-            count = 1
+                history.hyperparameters[k][:, span] = np.asarray(getattr(hp, k))[:, None]
+            final = jax.tree.map(lambda x: x[:, -interval:], chunk)
+            history.fitness[:, -1] = fitness_of(final, step.divergence_grad_norm)
+        span = slice(first, first + chunk.episode_return.shape[1])
         for m, c in zip(history.metrics, chunk, strict=True):
             m[:, span] = c
         if done == 0:
             history.lineage[:, 0] = np.arange(n)
-        done += count
+        done += count + last
         history = history._replace(done=np.asarray(done, np.int32))
         if run_dir is not None and jax.process_index() == 0:
-            values = {k: np.asarray(engine.strip(getattr(hp, k), n)) for k in names}
+            values = {k: np.asarray(getattr(hp, k)) for k in names}
             tree = (engine.strip(state, n), values, np.asarray(pbt_key), history)
             write_checkpoint(run_dir, identity, done, tree)
         if done < generations and should_stop is not None and should_stop():

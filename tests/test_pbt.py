@@ -152,16 +152,14 @@ def test_no_step_equals_the_plain_run_of_the_initial_population():
 
 
 def test_a_whole_run_is_one_program_and_never_recompiles_across_generations():
-    engine = Engine(CFG, mesh=False)
     kwargs = dict(interval=2, mesh=False, lr=(1e-4, 1e-2), ent_coef=(0.0, 0.05))
-    from purejaxppo import _engine
-
-    _engine._ENGINES.clear()
-    first = pbt(CFG, 6, seed=0, **kwargs)
     engine = engine_for(CFG, mesh=False)
+    before = set(engine._compiled)
+    first = pbt(CFG, 6, seed=0, **kwargs)
     traces, compiled = engine.num_traces, set(engine._compiled)
-    kinds = sorted(str(k[0][0] if isinstance(k[0], tuple) else k[0]) for k in compiled)
-    assert kinds == ["generations", "init", "run"]  # 2 generations with steps + the last
+    runs = [k[0] for k in compiled - before if k[0] != "init"]
+    # the whole run (2 generations with a step, then the last) is one program
+    assert len(runs) == 1 and runs[0][:3] == ("generations", 2, 2) and runs[0][4] == 2
     again = pbt(CFG, 6, seed=0, **kwargs)
     other = pbt(CFG, 6, seed=5, interval=2, mesh=False, lr=(1e-4, 1e-2), ent_coef=(0.0, 0.05))
     assert engine.num_traces == traces and set(engine._compiled) == compiled
@@ -263,6 +261,9 @@ def test_sharded_over_4_devices_equals_one_device_and_resumes_across_counts(tmp_
         out["metrics_equal"] = same(sharded.metrics, single.metrics)
         out["state_equal"] = same(sharded.state, single.state)
         out["hp_equal"] = same(sharded.hyperparameters, single.hyperparameters)
+        chunked = pbt(cfg, 6, run_dir={run_dir + "-chunked"!r}, checkpoint_every=1, **kw)
+        out["chunked_equal"] = same(chunked.metrics, single.metrics) and np.array_equal(
+            chunked.lineage, single.lineage)
         stopped = pbt(cfg, 6, run_dir={run_dir!r}, checkpoint_every=1,
                       should_stop=lambda: True, **kw)
         out["stopped"] = stopped.finished
@@ -271,6 +272,7 @@ def test_sharded_over_4_devices_equals_one_device_and_resumes_across_counts(tmp_
     assert out["devices"] == 4 and out["stopped"] is False
     assert out["lineage_equal"] and out["children"] == 6  # 3 per step, 2 steps
     assert out["metrics_equal"] and out["state_equal"] and out["hp_equal"], out
+    assert out["chunked_equal"]  # chunks of generations on 4 devices: the same run
     out = run_with_devices(
         f"""
         from purejaxppo import pbt, resume_pbt
