@@ -5,6 +5,7 @@ else is importable by its public name from its module (e.g. ``purejaxppo._stats.
 """
 
 from . import envs as envs
+from ._cache import enable_compilation_cache as enable_compilation_cache
 from ._checkpoint import CheckpointError as CheckpointError
 from ._config import PPOConfig as PPOConfig
 from ._engine import Progress as Progress

@@ -123,6 +123,11 @@ class RunFlags:
     group_size: int | None = None
     """Agents vmapped together on each device, the groups running one after another in the
     one program (default: the backend's, a few at a time on CPU, all on GPU/TPU)."""
+    compile_cache: bool = True
+    """Keep compiled programs in JAX's persistent compilation cache, so a second run of the
+    same config skips the compile (results are bit-identical)."""
+    compile_cache_dir: str | None = None
+    """The cache's directory (default: $PUREJAXPPO_CACHE_DIR, else ~/.cache/purejaxppo/xla)."""
     distributed: bool = False
     """Call jax.distributed.initialize() first (multi-host; every host runs the same command)."""
     coordinator_address: str | None = None
@@ -205,6 +210,11 @@ class PBTCmd(ConfigFlags):
     """Shard the population over this many devices (default: all; 1: no sharding)."""
     group_size: int | None = None
     """Agents vmapped together on each device (default: the backend's)."""
+    compile_cache: bool = True
+    """Keep compiled programs in JAX's persistent compilation cache, so a second run of the
+    same config skips the compile (results are bit-identical)."""
+    compile_cache_dir: str | None = None
+    """The cache's directory (default: $PUREJAXPPO_CACHE_DIR, else ~/.cache/purejaxppo/xla)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -360,7 +370,8 @@ def _config_of(cmd) -> PPOConfig:
 RESUME_FLAGS = {
     "resume", "progress", "no-progress", "progress-every", "eval-episodes", "gif", "no-gif",
     "tensorboard", "no-tensorboard", "devices", "distributed", "no-distributed",
-    "coordinator-address", "num-processes", "process-id", "stop-at",
+    "coordinator-address", "num-processes", "process-id", "stop-at", "compile-cache",
+    "no-compile-cache", "compile-cache-dir",
 }  # fmt: skip
 
 
@@ -409,6 +420,7 @@ def _train(cmd, argv: list[str]) -> int:
     _check_run_flags(cmd, argv)
     if cmd.distributed:
         jax.distributed.initialize(cmd.coordinator_address, cmd.num_processes, cmd.process_id)
+    _compile_cache(cmd)
     from ._ownership import claim
     from ._sweep import read_json
 
@@ -507,6 +519,14 @@ def _train_in(cmd, cfg, axes, run_dir, num_agents, mesh, main_process, stop, nam
             raise ValueError(_write_failure(e, run_dir, name, chunked)) from e
         _print_summary(cfg, result, rows, timings, run_dir)
     return 0
+
+
+def _compile_cache(cmd) -> None:
+    """JAX's persistent compilation cache, on unless --no-compile-cache (before any compile)."""
+    if cmd.compile_cache:
+        from ._cache import enable_compilation_cache
+
+        enable_compilation_cache(cmd.compile_cache_dir)
 
 
 def _write_failure(e: OSError, run_dir: Path, name: str, chunked: bool) -> str:
@@ -699,7 +719,10 @@ class _StopOnSignal:
 
 # ----------------------------------------------------------------------------------- pbt ---
 #: Flags `pbt --resume` accepts: they change how the run is shown or placed, not what it trains.
-PBT_RESUME_FLAGS = {"resume", "progress", "no-progress", "progress-every", "devices"}
+PBT_RESUME_FLAGS = {
+    "resume", "progress", "no-progress", "progress-every", "devices", "compile-cache",
+    "no-compile-cache", "compile-cache-dir",
+}  # fmt: skip
 
 
 def _pbt(cmd: PBTCmd, argv: list[str]) -> int:
@@ -739,6 +762,7 @@ def _pbt(cmd: PBTCmd, argv: list[str]) -> int:
         )  # fmt: skip
         run_dir = Path(cmd.run_dir or f"runs/pbt-{time.strftime('%Y%m%d-%H%M%S')}")
         population, chunked = cmd.population, cmd.checkpoint_every > 0
+    _compile_cache(cmd)
     mesh = _mesh(cmd.devices)
     main_process = jax.process_index() == 0
     mode = "resume" if cmd.resume else "overwrite" if cmd.overwrite else "new"

@@ -594,6 +594,20 @@ def agent_inputs(
     return keys, hparams, (*settings_shape, n_seeds)
 
 
+def any_process(flag: bool) -> bool:
+    """Whether ``flag`` is true on any process (every process must call it: a collective).
+
+    A decision that changes the program sequence — stop at this chunk — must be the same on
+    every host, or the others wait forever in the next collective; a signal may reach one
+    host a chunk before another.
+    """
+    if jax.process_count() == 1:
+        return bool(flag)
+    from jax.experimental import multihost_utils
+
+    return bool(np.any(multihost_utils.process_allgather(np.asarray(bool(flag)))))
+
+
 def _gather(x):
     """The whole array on this host (a no-op unless the mesh spans several hosts)."""
     if isinstance(x, jax.Array) and not x.is_fully_addressable:

@@ -58,7 +58,7 @@ from ._checkpoint import (
     write_checkpoint,
 )
 from ._config import INIT_ONLY_FIELDS, TRACED_FIELDS, PPOConfig, static_field_names
-from ._engine import Engine, ProgressFn, batched, check_group_size, engine_for
+from ._engine import Engine, ProgressFn, any_process, batched, check_group_size, engine_for
 from ._ownership import claim
 from ._ppo import Metrics, RunnerState
 from ._sweep import LOG_UNIFORM_FIELDS, read_json
@@ -441,11 +441,13 @@ def _run(engine: Engine, step, keys, hp, pbt_key, interval, generations, tail, e
             history.lineage[:, 0] = np.arange(n)
         done += count + last
         history = history._replace(done=np.asarray(done, np.int32))
-        if run_dir is not None and jax.process_index() == 0:
+        if run_dir is not None:
+            # Every process gathers (a collective); only process 0 writes.
             values = {k: np.asarray(getattr(hp, k)) for k in names}
             tree = (engine.strip(state, n), values, np.asarray(pbt_key), history)
-            write_checkpoint(run_dir, identity, done, tree)
-        if done < generations and should_stop is not None and should_stop():
+            if jax.process_index() == 0:
+                write_checkpoint(run_dir, identity, done, tree)
+        if done < generations and any_process(should_stop is not None and should_stop()):
             break
     return engine.strip(state, n), history
 

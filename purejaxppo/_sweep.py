@@ -43,7 +43,14 @@ from ._checkpoint import (
     write_checkpoint,
 )
 from ._config import TRACED_FIELDS, PPOConfig, static_field_names
-from ._engine import Engine, ProgressFn, agent_inputs, check_group_size, engine_for
+from ._engine import (
+    Engine,
+    ProgressFn,
+    agent_inputs,
+    any_process,
+    check_group_size,
+    engine_for,
+)
 from ._memory import BUDGET_FRACTION, available_bytes, format_bytes
 from ._ownership import claim
 from ._ppo import Metrics, RunnerState
@@ -480,9 +487,12 @@ def _run_chunked(
             metrics = jax.tree.map(lambda c: _unfilled((n, updates), c.dtype), chunk)
         metrics = jax.tree.map(lambda m, c, d=done: _set_updates(m, c, d), metrics, chunk)
         done += k
+        # Every process gathers (a collective: one process alone would wait forever); only
+        # process 0 writes.
+        host_state = agents.strip(state, n)
         if writer:
-            write_checkpoint(run_dir, identity, done, (agents.strip(state, n), metrics), program)
-        stop = should_stop is not None and should_stop()
+            write_checkpoint(run_dir, identity, done, (host_state, metrics), program)
+        stop = any_process(should_stop is not None and should_stop())
         if done < updates and (stop or (stop_at is not None and done * base.batch_size >= stop_at)):
             break
     state = agents.strip(state, n)

@@ -1,7 +1,14 @@
+import os
+import tempfile
+
 import jax
 import pytest
 
 from purejaxppo import PPOConfig
+
+# The CLI turns on JAX's persistent compilation cache; in the tests (and the subprocesses
+# they start) it lives in a fresh directory of this session, never the user's ~/.cache.
+os.environ["PUREJAXPPO_CACHE_DIR"] = tempfile.mkdtemp(prefix="purejaxppo-xla-cache-")
 
 # The suite's shared small config (3 updates of the medium maze, enough for parameters to
 # move apart). Tests that use it share one engine, so its programs compile once per session.

@@ -23,11 +23,6 @@ from ._jumanji import ActionLayout as ActionLayout
 from ._jumanji import JumanjiEnv as JumanjiEnv
 from ._jumanji import action_layout as action_layout
 from ._jumanji import flatten_observation as flatten_observation
-from ._layouts import EASY as EASY
-from ._layouts import MEDIUM as MEDIUM
-from ._layouts import MazeLayout as MazeLayout
-from ._layouts import parse_layout as parse_layout
-from ._maze import JumanjiMaze as JumanjiMaze
 from ._registry import GYMNAX_ENVS as GYMNAX_ENVS
 from ._registry import JUMANJI_ENVS as JUMANJI_ENVS
 from ._registry import SUPPORTED_ENVS as SUPPORTED_ENVS
@@ -35,3 +30,22 @@ from ._registry import can_render as can_render
 from ._registry import check_env as check_env
 from ._registry import make_env as make_env
 from ._wrappers import TimeInput as TimeInput
+
+# Jumanji makes JAX arrays when it is imported, which starts JAX's backends, after which
+# `jax.distributed.initialize` (the CLI's --distributed) is refused: the maze names load it
+# on first use.
+_LAZY = {
+    "EASY": "._layouts",
+    "MEDIUM": "._layouts",
+    "MazeLayout": "._layouts",
+    "parse_layout": "._layouts",
+    "JumanjiMaze": "._maze",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

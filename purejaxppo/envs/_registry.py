@@ -11,8 +11,6 @@ from typing import TYPE_CHECKING
 
 from ._base import Env
 from ._gymnax import GymnaxEnv
-from ._layouts import resolve_maze
-from ._maze import JumanjiMaze
 from ._wrappers import TimeInput
 
 if TYPE_CHECKING:
@@ -41,6 +39,8 @@ def check_env(cfg: PPOConfig) -> None:
     spec is checked when it is built (`make_env`), still before anything compiles.
     """
     if cfg.env == "Maze-v0":
+        from ._layouts import resolve_maze  # imports jumanji: only when a maze is asked for
+
         resolve_maze(cfg.maze_spec, cfg.maze_size)  # raises ValueError for bad layouts
         return
     if cfg.maze is not None:
@@ -67,6 +67,8 @@ def check_env(cfg: PPOConfig) -> None:
 def make_env(cfg: PPOConfig) -> Env:
     """The environment a config names (with ``time_input`` when asked)."""
     if cfg.env == "Maze-v0":
+        from ._maze import JumanjiMaze
+
         env = JumanjiMaze(
             cfg.maze_spec, cfg.maze_size, cfg.time_limit, cfg.maze_pool, cfg.maze_view,
             cfg.maze_refresh, cfg.maze_visited, cfg.maze_window,
