@@ -26,8 +26,8 @@ works when the mesh spans several hosts after `jax.distributed.initialize()`.
 
 **Groups.** Each device's agents run as a `lax.map` over groups of ``G`` vmapped agents, still
 one program and one update scan (`_in_groups`). The width defaults per backend
-(`default_group_size`): on CPU a few agents at a time, which measured faster than both one at
-a time and the whole population at once; on GPU/TPU every agent at once. When XLA's memory
+(`default_group_size`): on CPU about 2,048 minibatch rows per group, measured at or near the
+best width for a large and a small agent; on GPU/TPU every agent at once. When XLA's memory
 analysis says a program cannot fit the device, the same mechanism narrows the groups.
 """
 
@@ -55,23 +55,24 @@ from .envs import make_env
 
 AXIS = "agents"
 
-#: On CPU, a default group holds about this many environments (agents × ``num_envs``):
-#: the measured optimum of the medium maze (16 envs: 8 agents) and of PureJaxRL's CartPole
-#: config (4 envs: 32 agents) on the project's CPU (docs/benchmarks.md).
-CPU_ENVS_PER_GROUP = 128
+#: On CPU, a default group holds about this many minibatch rows (agents × ``minibatch_size``):
+#: the medium maze (1,024-row minibatches: 2 agents) and PureJaxRL's CartPole config (128 rows:
+#: 16 agents) measured at or near their best there on the project's CPU (docs/benchmarks.md).
+CPU_ROWS_PER_GROUP = 2048
 
 
 def default_group_size(cfg: PPOConfig, platform: str) -> int | None:
     """The group width `Engine` runs when none is given (``None``: every agent at once).
 
-    On CPU, ``ceil(CPU_ENVS_PER_GROUP / num_envs)`` agents per group: XLA:CPU runs a vmap
-    over a whole population slower per agent than groups of a few, while agents with tiny
-    batches want more of them side by side (measured, docs/benchmarks.md). On GPU and TPU,
-    every agent at once (memory permitting: see `Engine`).
+    On CPU, ``ceil(CPU_ROWS_PER_GROUP / minibatch_size)`` agents per group: agents whose
+    minibatches are already large keep XLA:CPU's two cores busy on their own (the maze's
+    1,024 rows: one or two at a time was fastest), while agents with tiny minibatches want
+    many side by side (CartPole's 128 rows: 16–32). Measured, docs/benchmarks.md. On GPU and
+    TPU, every agent at once (memory permitting: see `Engine`).
     """
     if platform != "cpu":
         return None
-    return max(1, -(-CPU_ENVS_PER_GROUP // cfg.num_envs))
+    return max(1, -(-CPU_ROWS_PER_GROUP // cfg.minibatch_size))
 
 
 def check_group_size(group_size: Any, where: str = "group_size") -> None:

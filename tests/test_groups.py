@@ -9,7 +9,7 @@ from conftest import ACROSS_SHAPES, SMALL, tree_close, tree_equal
 
 from purejaxppo import PPOConfig, default_group_size, sweep
 from purejaxppo._cli import main
-from purejaxppo._engine import CPU_ENVS_PER_GROUP, Engine, agent_inputs
+from purejaxppo._engine import CPU_ROWS_PER_GROUP, Engine, agent_inputs
 
 CFG = SMALL.replace(update_epochs=1)  # 4 envs: the CPU default runs 32 agents at once
 
@@ -52,15 +52,17 @@ def test_one_compile_per_config_shape_and_width():
 
 
 def test_the_cpu_default_follows_the_documented_rule():
-    assert default_group_size(PPOConfig(), "cpu") == -(-CPU_ENVS_PER_GROUP // 16) == 8
-    assert default_group_size(PPOConfig(num_envs=4), "cpu") == 32
-    assert default_group_size(PPOConfig(num_envs=1024, total_timesteps=1024 * 512), "cpu") == 1
+    # ceil(2048 rows / minibatch_size) agents per group on CPU
+    assert default_group_size(PPOConfig(), "cpu") == -(-CPU_ROWS_PER_GROUP // 1024) == 2
+    cartpole = PPOConfig(num_envs=4, num_steps=128, minibatch_size=128, total_timesteps=512 * 8)
+    assert default_group_size(cartpole, "cpu") == 16
+    assert default_group_size(PPOConfig(minibatch_size=4096), "cpu") == 1
     assert default_group_size(PPOConfig(), "gpu") is None  # every agent at once
     assert default_group_size(PPOConfig(), "tpu") is None
-    maze = Engine(PPOConfig(), mesh=False)  # 16 envs: groups of 8 on CPU, balanced
-    assert maze.group_width(64) == 8
-    assert maze.group_width(12) == 6  # two groups of 6, not 8 + 4 padded
-    assert maze.group_width(8) is None and maze.group_width(1) is None  # one group: a vmap
+    maze = Engine(PPOConfig(minibatch_size=512), mesh=False)  # groups of 4 on CPU, balanced
+    assert maze.group_width(64) == 4
+    assert maze.group_width(6) == 3  # two groups of 3, not 4 + 2 padded
+    assert maze.group_width(4) is None and maze.group_width(1) is None  # one group: a vmap
     assert Engine(PPOConfig(), mesh=False, group_size=5).group_width(12) == 5  # as asked
 
 

@@ -1,0 +1,72 @@
+"""Aggregate steps/s of group layouts against one agent, in one process (issue 24's tables).
+
+    python benchmarks/group_layouts.py CONFIG LAYOUTS UPDATES ROUNDS
+
+CONFIG: ``'{}'`` (the medium-maze default), a JSON object of `PPOConfig` fields, or
+``cartpole`` (PureJaxRL's CartPole config). LAYOUTS: JSON ``{"agents": [G, ...]}``; G = 0 is
+the backend's default width, G ≥ agents is all at once. Every layout is compiled and run once
+first; then ROUNDS rounds alternate over the layouts, UPDATES updates each, and the medians
+are printed as aggregate steps/s and × one agent. E.g.
+
+    python benchmarks/group_layouts.py '{}' '{"4":[0],"16":[0],"64":[0],"256":[0]}' 1 5
+    python benchmarks/group_layouts.py cartpole '{"64":[1,4,8,16,32]}' 10 4
+"""
+
+import json
+import statistics
+import sys
+import time
+import warnings
+
+import jax
+
+from purejaxppo import PPOConfig
+from purejaxppo._engine import Engine, agent_inputs
+
+CARTPOLE = dict(LR=2.5e-4, NUM_ENVS=4, NUM_STEPS=128, TOTAL_TIMESTEPS=5e5, UPDATE_EPOCHS=4,
+                NUM_MINIBATCHES=4, GAMMA=0.99, GAE_LAMBDA=0.95, CLIP_EPS=0.2, ENT_COEF=0.01,
+                VF_COEF=0.5, MAX_GRAD_NORM=0.5, ACTIVATION="tanh", ENV_NAME="CartPole-v1",
+                ANNEAL_LR=True)  # fmt: skip
+
+
+def main() -> None:
+    spec, layouts_json, updates, rounds = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:5])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # 5e5 is not a multiple of the batch: as PureJaxRL
+        cfg = (
+            PPOConfig.from_purejaxrl(CARTPOLE)
+            if spec == "cartpole"
+            else PPOConfig(**json.loads(spec))
+        )
+    layouts = {"one": (1, None)}
+    for n, widths in json.loads(layouts_json).items():
+        for g in widths:
+            layouts[f"{n}/G{g or 'default'}"] = (int(n), g or None)
+    engines, hps, states, first = {}, {}, {}, {}
+    for name, (n, g) in layouts.items():
+        engines[name] = Engine(cfg, mesh=False, group_size=g)
+        keys, hps[name], _ = agent_inputs(cfg, {}, list(range(n)))
+        t0 = time.perf_counter()
+        states[name] = engines[name].init(keys, hps[name])
+        states[name], m = engines[name].run(states[name], hps[name], updates)
+        jax.block_until_ready(m)
+        first[name] = time.perf_counter() - t0
+    times = {k: [] for k in layouts}
+    for _ in range(rounds):
+        for name, (n, _) in layouts.items():
+            t0 = time.perf_counter()
+            states[name], m = engines[name].run(states[name], hps[name], updates)
+            jax.block_until_ready(m)
+            times[name].append(n * updates * cfg.batch_size / (time.perf_counter() - t0))
+    one = statistics.median(times["one"])
+    for name, (n, _) in layouts.items():
+        med = statistics.median(times[name])
+        width = engines[name].groups.get((("run", updates), n), n)
+        print(
+            f"{name:14s} width {width:4d} {med:10.0f} steps/s {med / one:6.3f}x one agent  "
+            f"compile {engines[name].compile_seconds:.1f}s  first call {first[name]:.1f}s"
+        )
+
+
+if __name__ == "__main__":
+    main()
