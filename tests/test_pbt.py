@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from conftest import ACROSS_SHAPES, SMALL, tree_close, tree_equal
+from test_trust import cli
 
 from purejaxppo import PPOConfig, make_train, pbt, resume_pbt
 from purejaxppo._engine import Engine, engine_for
@@ -307,17 +308,6 @@ CFG_FLAGS = [
     "768",
     "--no-progress",
 ]  # fmt: skip  (CFG on the command line: 6 updates)
-
-
-def cli(capsys, *args) -> tuple[int, str, str]:
-    from purejaxppo._cli import main
-
-    try:
-        code = main(list(args))
-    except SystemExit as e:
-        code = e.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 @pytest.mark.parametrize(
