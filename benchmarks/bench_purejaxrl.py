@@ -4,7 +4,8 @@ Run:  pytest benchmarks/bench_purejaxrl.py -s
 
 The issue's reference, PureJaxRL's own ``ppo.py`` on this machine class: 5.4 s compile +
 2.6 s run for 1 seed, 7.2 s + 32.2 s for 16 seeds (vmapped). Each size runs in a fresh
-process; compile and run are timed apart (ahead-of-time compile, then the run).
+process; compile and run are timed apart (ahead-of-time compile, then the run). The agents
+are placed as `sweep` places them: over every device (one per core on CPU), one agent alone.
 """
 
 import pytest
@@ -24,10 +25,10 @@ def test_cartpole_purejaxrl_config(benchmark, seeds):
     code = f"""
     import json, time, warnings, resource, jax, numpy as np
     from purejaxppo import PPOConfig
-    from purejaxppo._engine import Engine, agent_inputs
+    from purejaxppo._engine import Engine, agent_inputs, mesh_for
     warnings.simplefilter("ignore")
     cfg = PPOConfig.from_purejaxrl({CARTPOLE!r})
-    agents = Engine(cfg)
+    agents = Engine(cfg, mesh=mesh_for(None, {seeds}))  # placed as `sweep` places them
     keys, hp, _ = agent_inputs(cfg, {{}}, list(range({seeds})))
     t0 = time.perf_counter()
     state, metrics = agents(keys, hp)  # compiles ahead of time, then runs

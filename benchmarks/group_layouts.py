@@ -6,7 +6,8 @@ CONFIG: ``'{}'`` (the medium-maze default), a JSON object of `PPOConfig` fields,
 ``cartpole`` (PureJaxRL's CartPole config). LAYOUTS: JSON ``{"agents": [G, ...]}``; G = 0 is
 the backend's default width, G ≥ agents is all at once. Every layout is compiled and run once
 first; then ROUNDS rounds alternate over the layouts, UPDATES updates each, and the medians
-are printed as aggregate steps/s and × one agent. E.g.
+are printed as aggregate steps/s and × one agent. The agents are placed as `sweep` places them
+(over every device; one agent unsharded). E.g.
 
     python benchmarks/group_layouts.py '{}' '{"4":[0],"16":[0],"64":[0],"256":[0]}' 1 5
     python benchmarks/group_layouts.py cartpole '{"64":[1,4,8,16,32]}' 10 4
@@ -21,7 +22,7 @@ import warnings
 import jax
 
 from purejaxppo import PPOConfig
-from purejaxppo._engine import Engine, agent_inputs
+from purejaxppo._engine import Engine, agent_inputs, mesh_for
 
 CARTPOLE = dict(LR=2.5e-4, NUM_ENVS=4, NUM_STEPS=128, TOTAL_TIMESTEPS=5e5, UPDATE_EPOCHS=4,
                 NUM_MINIBATCHES=4, GAMMA=0.99, GAE_LAMBDA=0.95, CLIP_EPS=0.2, ENT_COEF=0.01,
@@ -44,7 +45,7 @@ def main() -> None:
             layouts[f"{n}/G{g or 'default'}"] = (int(n), g or None)
     engines, hps, states, first = {}, {}, {}, {}
     for name, (n, g) in layouts.items():
-        engines[name] = Engine(cfg, mesh=False, group_size=g)
+        engines[name] = Engine(cfg, mesh=mesh_for(None, n), group_size=g)  # as `sweep`
         keys, hps[name], _ = agent_inputs(cfg, {}, list(range(n)))
         t0 = time.perf_counter()
         states[name] = engines[name].init(keys, hps[name])
@@ -59,6 +60,7 @@ def main() -> None:
             jax.block_until_ready(m)
             times[name].append(n * updates * cfg.batch_size / (time.perf_counter() - t0))
     one = statistics.median(times["one"])
+    print(f"{jax.device_count()} device(s), {len(jax.devices('cpu'))} CPU device(s)")
     for name, (n, _) in layouts.items():
         med = statistics.median(times[name])
         width = engines[name].groups.get((("run", updates), n), n)

@@ -4,6 +4,11 @@ The names a researcher uses are here; environments are in `purejaxppo.envs`, and
 else is importable by its public name from its module (e.g. ``purejaxppo._stats.iqm``).
 """
 
+# ruff: noqa: E402  (the CPU device count is set before anything else is imported)
+from . import _cpu_devices
+
+_cpu_devices.at_import()  # before any JAX operation: one CPU device per core (see there)
+
 from . import envs as envs
 from ._cache import enable_compilation_cache as enable_compilation_cache
 from ._checkpoint import CheckpointError as CheckpointError

@@ -15,7 +15,7 @@ import numpy as np
 from jax.sharding import Mesh
 
 from ._config import PPOConfig
-from ._engine import Engine, agent_inputs
+from ._engine import Engine, agent_inputs, mesh_for
 
 
 class Throughput(NamedTuple):
@@ -40,7 +40,7 @@ def time_updates(
     in groups of ``group_size`` (None: the backend's default, see `Engine`)."""
     if not isinstance(updates, int) or updates < 1:
         raise ValueError(f"time_updates(updates={updates!r}): need a positive int.")
-    engine = Engine(cfg, mesh=mesh, group_size=group_size)
+    engine = Engine(cfg, mesh=mesh_for(mesh, agents), group_size=group_size)
     keys, hp, _ = agent_inputs(cfg, {}, list(range(agents)))
     state = engine.init(keys, hp)
     state, m = engine.run(state, hp, 1)  # compiles the 1-update program and warms up
@@ -69,7 +69,7 @@ class FullRun(NamedTuple):
 
 def time_full_run(cfg: PPOConfig, agents: int, mesh: Mesh | None | bool = None) -> FullRun:
     """The whole run of ``agents`` agents (one program: init + every update), end to end."""
-    engine = Engine(cfg, mesh=mesh)
+    engine = Engine(cfg, mesh=mesh_for(mesh, agents))
     keys, hp, _ = agent_inputs(cfg, {}, list(range(agents)))
     t0 = time.perf_counter()
     _, metrics = engine(keys, hp)

@@ -23,6 +23,7 @@ from typing import Annotated, Any, Literal, Union
 import tyro
 
 from ._config import INIT_ONLY_FIELDS, TRACED_FIELDS, PPOConfig
+from ._cpu_devices import requested_cpu_devices
 
 # -------------------------------------------------------------------- flags from PPOConfig ---
 _CLI_TYPES: dict[str, Any] = {
@@ -259,6 +260,7 @@ class BenchCmd(ConfigFlags):
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
+        requested_cpu_devices()  # read at import; refused here, before anything else
         defaults = _file_defaults(argv)
     except (OSError, ValueError) as e:
         print(f"purejaxppo: {e}", file=sys.stderr)
@@ -876,7 +878,7 @@ def _bench(cmd: BenchCmd) -> int:
     import jax
 
     from ._bench import time_full_run, time_updates
-    from ._engine import Engine
+    from ._engine import Engine, mesh_for
 
     cfg = PPOConfig() if cmd.suite == "gpu" else _config_of(cmd)
     counts = GPU_SUITE_AGENTS if cmd.suite == "gpu" else cmd.agents
@@ -888,7 +890,9 @@ def _bench(cmd: BenchCmd) -> int:
     print(
         f"purejaxppo bench: {cfg.env} maze={_maze_name(cfg)}, {cfg.batch_size:,} steps/update "
         f"per agent, {cmd.updates} timed update(s) | {jax.default_backend()} × "
-        f"{jax.device_count()} device(s) ({jax.devices()[0].device_kind})",
+        f"{jax.device_count()} device(s) ({jax.devices()[0].device_kind}"
+        + (", PUREJAXPPO_CPU_DEVICES sets how many" if jax.default_backend() == "cpu" else "")
+        + ")",
         flush=True,
     )
     header = (
@@ -901,7 +905,7 @@ def _bench(cmd: BenchCmd) -> int:
     for count in counts:
         timed = set()  # each layout once: widths ≥ the agents per device are all the same
         for width in (None, *cmd.group_sizes):
-            layout = Engine(cfg, mesh=mesh, group_size=width).group_width(count)
+            layout = Engine(cfg, mesh=mesh_for(mesh, count), group_size=width).group_width(count)
             if layout in timed:
                 continue
             timed.add(layout)

@@ -117,6 +117,18 @@ def agent_mesh(devices: Any = None) -> Mesh:
     return Mesh(np.asarray(devices), (AXIS,))
 
 
+def mesh_for(mesh: Mesh | None | bool, num_agents: int) -> Mesh | None | bool:
+    """What ``mesh`` (as `Engine` takes it) should be for ``num_agents`` agents.
+
+    The default (None) shards over every device, except in a one-process run with fewer
+    agents than devices: one agent runs unsharded (a padded copy on a second CPU device only
+    slowed it), and a few agents take as many devices as there are agents, not padding.
+    """
+    if mesh is not None or jax.process_count() > 1 or num_agents >= jax.device_count():
+        return mesh
+    return False if num_agents == 1 else agent_mesh(jax.devices()[:num_agents])
+
+
 class Engine:
     """Train a batch of agents of one static config as one (optionally sharded) program.
 
@@ -322,7 +334,7 @@ class Engine:
         local = self.padded(num_agents) // self.num_devices
         width = self.group_width(num_agents)
         program = self._compile(kind, num_agents, width, args)
-        have = int(available_bytes(self._device()) * BUDGET_FRACTION)
+        have = int(available_bytes(self._device()) * BUDGET_FRACTION) // self._host_share()
         need = program_bytes(program.compiled)
         if need <= have:
             self.groups[(kind, num_agents)] = width or local
@@ -346,6 +358,13 @@ class Engine:
             f"available; at most about {fit} agents fit. Train fewer agents at once, or shrink "
             "num_envs, num_steps or the network."
         )
+
+    def _host_share(self) -> int:
+        """How many of the mesh's devices share this host's memory: CPU devices (one per
+        core, `_cpu_devices`) each plan with their share of it; accelerators have their own."""
+        if self.mesh is None or self._device().platform != "cpu":
+            return 1
+        return sum(d.process_index == jax.process_index() for d in self.mesh.devices.flat)
 
     def _device(self):
         return jax.devices()[0] if self.mesh is None else self.mesh.devices.flat[0]

@@ -58,7 +58,15 @@ from ._checkpoint import (
     write_checkpoint,
 )
 from ._config import INIT_ONLY_FIELDS, TRACED_FIELDS, PPOConfig, static_field_names
-from ._engine import Engine, ProgressFn, any_process, batched, check_group_size, engine_for
+from ._engine import (
+    Engine,
+    ProgressFn,
+    any_process,
+    batched,
+    check_group_size,
+    engine_for,
+    mesh_for,
+)
 from ._ownership import claim
 from ._ppo import Metrics, RunnerState
 from ._sweep import LOG_UNIFORM_FIELDS, read_json
@@ -325,7 +333,11 @@ def pbt(
     tail = updates - (generations - 1) * interval  # the last generation: no step after it
     keys, hp, pbt_key = initial_population(cfg, population, int(seed), ranges)
     engine = engine_for(
-        cfg, mesh=mesh, progress=progress, progress_every=progress_every, group_size=group_size
+        cfg,
+        mesh=mesh_for(mesh, population),
+        progress=progress,
+        progress_every=progress_every,
+        group_size=group_size,
     )
     spec = {
         "config": config_to_json(cfg),

@@ -50,6 +50,7 @@ from ._engine import (
     any_process,
     check_group_size,
     engine_for,
+    mesh_for,
 )
 from ._memory import BUDGET_FRACTION, available_bytes, format_bytes
 from ._ownership import claim
@@ -270,10 +271,11 @@ def sweep(
     else:
         raise ValueError(f"sweep(search={search!r}): use 'grid' or 'random'.")
 
-    run = dict(mesh=mesh, progress=progress, progress_every=progress_every, group_size=group_size)
     static_combos = list(itertools.product(*static_axes.values())) or [()]
     bases = [cfg.replace(**dict(zip(static_axes, c, strict=True))) for c in static_combos]
     num_agents = len(seed_list) * (num_samples if search == "random" else _count(hyper_axes))
+    mesh = mesh_for(mesh, num_agents)
+    run = dict(mesh=mesh, progress=progress, progress_every=progress_every, group_size=group_size)
     check_host_memory(bases, num_agents, chunked)
     spec = {
         "config": config_to_json(cfg),

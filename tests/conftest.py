@@ -1,10 +1,15 @@
 import os
 import tempfile
 
-import jax
-import pytest
+# One CPU device, as JAX's default, whatever this machine's core count: the suite's shapes
+# (and so its bitwise checks) must not depend on the host. Tests of the one-device-per-core
+# default set their own count in a subprocess (test_cpu_devices.py).
+os.environ["PUREJAXPPO_CPU_DEVICES"] = "1"
 
-from purejaxppo import PPOConfig
+import jax  # noqa: E402
+import pytest  # noqa: E402
+
+from purejaxppo import PPOConfig  # noqa: E402
 
 # The CLI turns on JAX's persistent compilation cache; in the tests (and the subprocesses
 # they start) it lives in a fresh directory of this session, never the user's ~/.cache.
