@@ -11,7 +11,6 @@ from collections.abc import Callable
 
 import numpy as np
 from jaxtyping import Float
-from scipy import stats
 
 
 def iqm(scores: Float[np.ndarray, " n"]) -> float:
@@ -19,6 +18,8 @@ def iqm(scores: Float[np.ndarray, " n"]) -> float:
     scores = np.asarray(scores, np.float64)
     if scores.ndim != 1 or scores.size == 0:
         raise ValueError(f"iqm: need a non-empty 1-D array of scores, got shape {scores.shape}.")
+    from scipy import stats  # here, not at import: scipy.stats alone costs ~0.4 s to import
+
     return float(stats.trim_mean(scores, 0.25))
 
 
