@@ -207,9 +207,11 @@ def sweep(
             normalised steps keep a blown-up agent finite: lr=50 gives norms of 1e12 with
             finite, useless parameters; healthy runs here stay below 1e2.)
         mesh: where the agents run: ``None`` shards the agent axis over every device (one
-            device: plain vmap), a `Mesh` with an ``"agents"`` axis (see `agent_mesh`) chooses
-            the devices, ``False`` keeps everything on the default device. Results are the
-            same agent by agent (bitwise on CPU, tested).
+            device: plain vmap; on CPU, one device per core, see `_cpu_devices`; fewer agents
+            than devices take only as many, one agent none: `mesh_for`), a `Mesh` with an
+            ``"agents"`` axis (see `agent_mesh`) chooses the devices, ``False`` keeps
+            everything on the default device. Results agree agent by agent to float32
+            rounding (another vmap width per device; tested).
         group_size: agents vmapped together on each device; the groups run one after another
             inside the one program. None: the backend's default (`default_group_size`: a
             few agents at a time on CPU, all at once on GPU/TPU). Results agree with any
