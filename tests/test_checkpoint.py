@@ -131,8 +131,11 @@ def test_sigterm_then_resume_in_subprocesses(tmp_path):
     run_dir = tmp_path / "run"
     args = [
         "--maze", "medium", "--num-envs", "4", "--num-steps", "32", "--minibatch-size", "64",
-        "--update-epochs", "2", "--total-timesteps", str(128 * 40), "--seed", "3",
+        "--update-epochs", "2", "--total-timesteps", str(128 * 1000), "--seed", "3",
     ]  # fmt: skip
+    # 1,000 one-update chunks (~7 s here): long enough that SIGTERM, sent when the first
+    # checkpoint appears, lands mid-run even on a fast machine (40 chunks took 0.26 s and
+    # sometimes ended before the signal).
     cmd = [sys.executable, "-m", "purejaxppo", "train"]
     proc = subprocess.Popen(
         [*cmd, *args, "--run-dir", str(run_dir), "--checkpoint-every", "1"],
@@ -142,14 +145,14 @@ def test_sigterm_then_resume_in_subprocesses(tmp_path):
     )
     deadline = time.time() + 240
     while not checkpoints(run_dir) and time.time() < deadline and proc.poll() is None:
-        time.sleep(0.2)
+        time.sleep(0.05)
     assert checkpoints(run_dir), proc.stderr.read() if proc.poll() is not None else "no checkpoint"
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=240)
     assert proc.returncode == 143, err
     assert "resume with: purejaxppo train --resume" in out
     stopped_at = len(checkpoints(run_dir)) and int(checkpoints(run_dir)[-1].stem.split("-")[1])
-    assert 1 <= stopped_at < 40
+    assert 1 <= stopped_at < 1000
 
     done = subprocess.run(
         [*cmd, "--resume", str(run_dir), "--no-gif", "--eval-episodes", "0"],
@@ -159,7 +162,7 @@ def test_sigterm_then_resume_in_subprocesses(tmp_path):
     assert done.returncode == 0, done.stderr
     cfg = PPOConfig(
         maze="medium", num_envs=4, num_steps=32, minibatch_size=64, update_epochs=2,
-        total_timesteps=128 * 40,
+        total_timesteps=128 * 1000,
     )  # fmt: skip
     resumed = resume_sweep(run_dir)  # everything is done: loads the last checkpoint only
     whole = sweep(cfg, seeds=[3])
