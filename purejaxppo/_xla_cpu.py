@@ -19,6 +19,10 @@ def compiler_options() -> dict:
     return {}
 
 
+#: `unrolled_threefry` applies below this jax version only (see there).
+UNROLL_BELOW = (0, 11)
+
+
 @contextlib.contextmanager
 def unrolled_threefry():
     """While our programs are lowered, lower the threefry PRNG hash as on GPU and TPU.
@@ -28,8 +32,13 @@ def unrolled_threefry():
     overhead dwarfs its work (the unrolled form's gain: docs/benchmarks.md). Same hash, so the
     same bits: only the lowering differs. Scoped: the CPU rule is restored on exit, so programs
     compiled outside this block keep jax's default. Uses jax's table of platform lowerings
-    (present in jax 0.9 and 0.10, tested); without it this does nothing.
+    (present in jax 0.9 and 0.10, tested); without it this does nothing. Only below jax 0.11
+    (`UNROLL_BELOW`): jax 0.11.2's XLA:CPU compiled the unrolled form of a 3-update program
+    for minutes ("Very slow compile?"), against 4–5 s with jax's loop.
     """
+    if jax.__version_info__ >= UNROLL_BELOW:
+        yield
+        return
     try:
         from jax._src.interpreters import mlir
         from jax.extend.random import threefry2x32_p as prim

@@ -20,7 +20,7 @@ from conftest import SMALL
 from purejaxppo import PPOConfig
 from purejaxppo._engine import Engine, batched
 from purejaxppo._pbt import PBTCarry, check_pbt_args, initial_population
-from purejaxppo._xla_cpu import unrolled_threefry
+from purejaxppo._xla_cpu import UNROLL_BELOW, unrolled_threefry
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -86,6 +86,9 @@ def test_pbt_generations_lower_for_gpu_and_tpu():
     assert custom_calls(exported) <= NEUTRAL, custom_calls(exported)
 
 
+@pytest.mark.skipif(
+    jax.__version_info__ >= UNROLL_BELOW, reason="unrolled_threefry is off from jax 0.11"
+)
 def test_the_cpu_only_prng_rule_is_scoped_to_cpu():
     # This check can fail: lowered for CPU, the program carries jax's rolled threefry loops
     # (while loops) and `unrolled_threefry` removes them; for cuda/tpu the rule is unchanged.
