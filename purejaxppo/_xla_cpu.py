@@ -34,7 +34,7 @@ def unrolled_threefry():
     compiled outside this block keep jax's default. Uses jax's table of platform lowerings
     (present in jax 0.9 and 0.10, tested); without it this does nothing. Only below jax 0.11
     (`UNROLL_BELOW`): jax 0.11.2's XLA:CPU compiled the unrolled form of a 3-update program
-    for minutes ("Very slow compile?"), against 4–5 s with jax's loop.
+    for minutes ("Very slow compile?"), against 3–5 s with jax's loop.
     """
     if jax.__version_info__ >= UNROLL_BELOW:
         yield
