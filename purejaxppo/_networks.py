@@ -286,52 +286,42 @@ def _action_dims(num_actions: int | tuple[int, ...]) -> tuple[int, ...]:
 
 
 def orthogonal(key: PRNGKeyArray, shape: tuple[int, int], scale: float) -> Float[Array, "n m"]:
-    """``jax.nn.initializers.orthogonal(scale)(key, shape)``, in plain array operations.
+    """``jax.nn.initializers.orthogonal(scale)(key, shape)``, bit for bit, safe under `vmap`.
 
-    The same draw and the same distribution: ``z = normal(key, (max(n, m), min(n, m)))`` and
-    Q of its QR with R's diagonal made positive (the unique QR), transposed when ``n < m``;
-    equal to jax's to float32 rounding (tested). Why not jax's: its QR is a LAPACK call, which
-    under `vmap` over agents becomes a *batched* LAPACK QR, and jaxlib 0.10's batched CPU
-    kernels can deadlock on XLA:CPU's own thread pool (docs/jax-versions.md). A Householder QR of
-    ``fori_loop``s over plain array ops batches like any other op.
+    The same draw and the same arithmetic: ``z = normal(key, (max(n, m), min(n, m)))``, Q of
+    its QR (LAPACK) with R's diagonal made positive, transposed when ``n < m``. Why not jax's
+    own: under `vmap` over agents its QR becomes a *batched* LAPACK call, and jaxlib 0.10's
+    batched CPU kernels can deadlock on XLA:CPU's own thread pool (docs/jax-versions.md). Here
+    a vmapped QR runs on CPU as a `lax.map` of unbatched calls (`_q_of_qr`), which never
+    split, so on CPU an agent's initial weights are the same alone or vmapped with others.
     """
     n, m = shape
     z = jax.random.normal(key, (max(n, m), min(n, m)), jnp.float32)
-    q = _householder_q(z)
+    q = _q_of_qr(z)
     return jnp.asarray(scale, jnp.float32) * (q.T if n < m else q)
 
 
-def _householder_q(a: Float[Array, "p k"]) -> Float[Array, "p k"]:
-    """The thin Q of ``a = QR`` (p ≥ k) with R's diagonal made non-negative.
+def _qr_q(a: Float[Array, "*b p k"]) -> Float[Array, "*b p k"]:
+    """The thin Q of ``a = QR`` (p ≥ k) with R's diagonal made non-negative, as jax's
+    orthogonal initializer computes it (a batch of matrices is a batched QR)."""
+    q, r = jnp.linalg.qr(a)
+    return q * jnp.sign(jnp.diagonal(r, axis1=-2, axis2=-1))[..., None, :]
 
-    k Householder reflections ``H_j = I - β_j v_j v_jᵀ`` reduce ``a`` to R; Q's first k
-    columns are then ``H_1 ⋯ H_k`` applied to the first k columns of the identity, so no p×p
-    matrix is ever formed (a flattened observation can be thousands wide).
-    """
-    p, k = a.shape
-    rows = jnp.arange(p)
 
-    def reflect(j, carry):
-        r, vs, betas = carry
-        x = jnp.where(rows >= j, jax.lax.dynamic_index_in_dim(r, j, 1, keepdims=False), 0.0)
-        xj = jax.lax.dynamic_index_in_dim(x, j, keepdims=False)
-        alpha = -jnp.where(xj >= 0, 1.0, -1.0) * jnp.sqrt(jnp.sum(x * x))
-        v = x - alpha * (rows == j)
-        vv = jnp.sum(v * v)
-        beta = jnp.where(vv > 0, 2.0 / jnp.where(vv > 0, vv, 1.0), 0.0)
-        r = r - beta * jnp.outer(v, v @ r)
-        return r, vs.at[:, j].set(v), betas.at[j].set(beta)
+@jax.custom_batching.custom_vmap
+def _q_of_qr(a: Float[Array, "p k"]) -> Float[Array, "p k"]:
+    """`_qr_q` of one matrix. Under `vmap`, on CPU a `lax.map` of unbatched LAPACK calls (a
+    batched one can deadlock jaxlib 0.10); elsewhere the platform's batched QR."""
+    return _qr_q(a)
 
-    init = (a, jnp.zeros_like(a), jnp.zeros(k, a.dtype))
-    r, vs, betas = jax.lax.fori_loop(0, k, reflect, init)
 
-    def apply(i, y):  # y <- H_j y for j = k-1, ..., 0
-        j = k - 1 - i
-        v = jax.lax.dynamic_index_in_dim(vs, j, 1, keepdims=False)
-        return y - betas[j] * jnp.outer(v, v @ y)
-
-    q = jax.lax.fori_loop(0, k, apply, jnp.eye(p, k, dtype=a.dtype))
-    return q * jnp.sign(jnp.diagonal(r))[None, :]
+@_q_of_qr.def_vmap
+def _q_of_qr_batched(axis_size: int, in_batched: list[bool], a: Array) -> tuple[Array, bool]:
+    (batched,) = in_batched
+    if not batched:
+        return _q_of_qr(a), False
+    one_at_a_time = lambda a: jax.lax.map(_q_of_qr, a)  # noqa: E731
+    return jax.lax.platform_dependent(a, cpu=one_at_a_time, default=_qr_q), True
 
 
 def _orthogonal_linear(d_in: int, d_out, scale: float, key: PRNGKeyArray) -> eqx.nn.Linear:

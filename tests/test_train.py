@@ -124,3 +124,28 @@ def test_same_key_same_metrics_across_processes():
         for _ in range(2)
     ]
     assert len(digests[0]) == 64 and digests[0] == digests[1]
+
+
+@pytest.mark.parametrize("epochs", [3, 4])
+def test_learn_equals_its_epochs_one_loop_iteration_each(epochs, monkeypatch):
+    """`learn` runs its epoch scan two epochs per loop iteration (a speed choice, `_ppo.py`);
+    the update must be the one a plain one-epoch-per-iteration scan gives, odd counts too."""
+    from purejaxppo import _ppo
+    from purejaxppo.envs import make_env
+
+    cfg = SMALL.replace(update_epochs=epochs)
+    env = make_env(cfg)
+    state = jax.jit(lambda k: _ppo.init_state(cfg, env, k))(jax.random.PRNGKey(3))
+    _, traj, _ = jax.jit(lambda s: _ppo.collect(cfg, env, s))(state)
+    flat = jax.tree.map(lambda x: x.reshape(cfg.batch_size, *x.shape[2:]), traj)
+    adv = jax.random.normal(jax.random.PRNGKey(4), (cfg.batch_size,))
+
+    def learn(s):
+        return _ppo.learn(cfg, s, flat, adv, adv + 1.0)
+
+    unrolled = jax.jit(learn)(state)
+    scan = jax.lax.scan
+    monkeypatch.setattr(jax.lax, "scan", lambda *a, **k: scan(*a, **{**k, "unroll": 1}))
+    plain = jax.jit(lambda s: learn(s))(state)  # a new function: traced again, unroll=1
+    for a, b in zip(jax.tree.leaves(unrolled), jax.tree.leaves(plain), strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6, atol=1e-7)
