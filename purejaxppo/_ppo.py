@@ -390,7 +390,7 @@ def learn(
 
     key, epoch_key = jax.random.split(state.key)
     # unroll=2: the same update (tests/test_train.py), and XLA:CPU ran one small agent's
-    # update ~19 % faster with two epochs per loop iteration (PureJaxRL's CartPole config);
+    # update 16–19 % faster with two epochs per loop iteration (PureJaxRL's CartPole config);
     # no change for the maze or for vmapped agents (docs/benchmarks.md).
     (flat_params, opt_state), info = jax.lax.scan(
         epoch,
