@@ -1,6 +1,7 @@
 """The one-program trainer: one compile, one top-level scan, determinism, metric shapes."""
 
 import dataclasses
+import re
 
 import jax
 import numpy as np
@@ -143,9 +144,14 @@ def test_learn_equals_its_epochs_one_loop_iteration_each(epochs, monkeypatch):
     def learn(s):
         return _ppo.learn(cfg, s, flat, adv, adv + 1.0)
 
+    def unrolls(fn) -> str:  # the scans' unroll parameters, as the jaxpr prints them
+        return " ".join(sorted(set(re.findall(r"unroll=\d+", str(jax.make_jaxpr(fn)(state))))))
+
     unrolled = jax.jit(learn)(state)
+    assert unrolls(learn) == "unroll=1 unroll=2"  # the epoch scan's 2, the minibatch scan's 1
     scan = jax.lax.scan
     monkeypatch.setattr(jax.lax, "scan", lambda *a, **k: scan(*a, **{**k, "unroll": 1}))
     plain = jax.jit(lambda s: learn(s))(state)  # a new function: traced again, unroll=1
+    assert unrolls(lambda s: learn(s)) == "unroll=1"
     for a, b in zip(jax.tree.leaves(unrolled), jax.tree.leaves(plain), strict=True):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6, atol=1e-7)
