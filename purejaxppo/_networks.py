@@ -286,14 +286,15 @@ def _action_dims(num_actions: int | tuple[int, ...]) -> tuple[int, ...]:
 
 
 def orthogonal(key: PRNGKeyArray, shape: tuple[int, int], scale: float) -> Float[Array, "n m"]:
-    """``jax.nn.initializers.orthogonal(scale)(key, shape)``, bit for bit, safe under `vmap`.
+    """``jax.nn.initializers.orthogonal(scale)(key, shape)``, safe under `vmap`.
 
-    The same draw and the same arithmetic: ``z = normal(key, (max(n, m), min(n, m)))``, Q of
-    its QR (LAPACK) with R's diagonal made positive, transposed when ``n < m``. Why not jax's
-    own: under `vmap` over agents its QR becomes a *batched* LAPACK call, and jaxlib 0.10's
-    batched CPU kernels can deadlock on XLA:CPU's own thread pool (docs/jax-versions.md). Here
-    a vmapped QR runs on CPU as a `lax.map` of unbatched calls (`_q_of_qr`), which never
-    split, so on CPU an agent's initial weights are the same alone or vmapped with others.
+    The same draw and the same arithmetic (bitwise equal where measured; tested):
+    ``z = normal(key, (max(n, m), min(n, m)))``, Q of its QR (LAPACK) with R's diagonal made
+    positive, transposed when ``n < m``. Why not jax's own: under `vmap` over agents its QR
+    becomes a *batched* LAPACK call, and jaxlib 0.10's batched CPU kernels can deadlock on
+    XLA:CPU's own thread pool (docs/jax-versions.md). Here a vmapped QR runs on CPU as a
+    `lax.map` of unbatched calls (`_q_of_qr`), which never split, so on CPU an agent's
+    initial weights are the same alone or vmapped with others.
     """
     n, m = shape
     z = jax.random.normal(key, (max(n, m), min(n, m)), jnp.float32)

@@ -335,6 +335,14 @@ def shuffle(key: PRNGKeyArray, n: int) -> Int[Array, " n"]:
     return (jnp.sort(packed) & low).astype(jnp.int32)
 
 
+#: Epochs per iteration of `learn`'s epoch loop. The same update either way, to float
+#: rounding (XLA fuses the two programs differently, ~1 ulp; tests/test_train.py). With 2,
+#: XLA:CPU ran one small agent's update 16–19 % faster (PureJaxRL's CartPole config), and no
+#: slower for the maze or vmapped agents (`python benchmarks/epoch_unroll.py`,
+#: docs/benchmarks.md).
+EPOCH_UNROLL = 2
+
+
 def learn(
     cfg: PPOConfig,
     state: RunnerState,
@@ -389,14 +397,11 @@ def learn(
         return jax.lax.scan(minibatch, carry, perm.reshape(cfg.num_minibatches, -1))
 
     key, epoch_key = jax.random.split(state.key)
-    # unroll=2: the same update (tests/test_train.py), and XLA:CPU ran one small agent's
-    # update 16–19 % faster with two epochs per loop iteration (PureJaxRL's CartPole config);
-    # no change for the maze or for vmapped agents (docs/benchmarks.md).
     (flat_params, opt_state), info = jax.lax.scan(
         epoch,
         (flat_params, state.opt_state),
         jax.random.split(epoch_key, cfg.update_epochs),
-        unroll=2,
+        unroll=EPOCH_UNROLL,
     )
     state = dataclasses.replace(state, params=unravel(flat_params), opt_state=opt_state, key=key)
     skipped = jnp.sum(info.skipped).astype(jnp.int32)

@@ -21,6 +21,16 @@ import jax.numpy as jnp
 
 from purejaxppo._networks import orthogonal
 
+#: A LAPACK custom call in lowered StableHLO text, with its number of batch dimensions.
+LAPACK_CALL = re.compile(r'custom_call @(lapack_\w+)\([^)]*\) \{[^\n]*?num_batch_dims = "(\d+)"')
+
+
+def lapack_calls(text: str, batched_only: bool = False) -> list[str]:
+    """The LAPACK custom calls in lowered StableHLO text (only those with a batch dimension,
+    the kind jaxlib 0.10 splits and can deadlock on, with ``batched_only``)."""
+    calls = LAPACK_CALL.findall(text)
+    return sorted({name for name, dims in calls if dims != "0" or not batched_only})
+
 
 def build(init: str):
     def f(key):
@@ -41,8 +51,7 @@ def main() -> None:
     fn = build(args.init)
     keys = jax.random.split(jax.random.PRNGKey(0), 2)
     text = fn.lower(keys).as_text()
-    pattern = r'custom_call @(lapack_\w+)\([^)]*\) \{[^\n]*?num_batch_dims = "(\d+)"'
-    batched = sorted({name for name, dims in re.findall(pattern, text) if dims != "0"})
+    batched = lapack_calls(text, batched_only=True)
     print(f"jax {jax.__version__}, init={args.init}: batched LAPACK calls in the program:", batched)
     t0 = time.perf_counter()
     for _ in range(args.calls):

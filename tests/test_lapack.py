@@ -1,11 +1,11 @@
 """No batched LAPACK call in any program we build (jaxlib 0.10's deadlock: docs/jax-versions.md).
 
-Our orthogonal initializer must equal jax's bit for bit, alone and under vmap, and stay
-orthogonal; a vmapped QR must run as unbatched LAPACK calls (``num_batch_dims = "0"``),
-which never split, in every lowered trainer program.
+Our orthogonal initializer must equal jax's, alone and under vmap (the same draw and the same
+LAPACK QR: bitwise where measured, compared here to a rounding-level tolerance since these are
+different programs), and stay orthogonal; a vmapped QR must run as unbatched LAPACK calls
+(``num_batch_dims = "0"``), which never split, in every lowered trainer program. CPU only.
 """
 
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,14 +15,18 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from conftest import SMALL
+from lapack_deadlock import lapack_calls
 
 from purejaxppo import PPOConfig, make_train
 from purejaxppo._engine import Engine, agent_inputs
 from purejaxppo._networks import make_network, orthogonal
 from purejaxppo.envs import make_env
 
-# LAPACK custom calls in the lowered StableHLO text, with how many batch dimensions each has.
-LAPACK_CALL = re.compile(r'custom_call @(lapack_\w+)\([^)]*\) \{[^\n]*?num_batch_dims = "(\d+)"')
+pytestmark = pytest.mark.skipif(jax.default_backend() != "cpu", reason="LAPACK is CPU's")
+
+#: Different programs (jit vs eager, vmapped vs alone): equal bitwise on every machine measured,
+#: but only one program and one batch shape guarantee it; a few float32 ulps of these entries.
+SAME_QR = dict(rtol=0, atol=1e-6)
 
 
 @pytest.mark.parametrize("shape", [(4, 64), (64, 64), (64, 300), (300, 64), (1, 16)])
@@ -32,7 +36,7 @@ def test_orthogonal_equals_jaxs_and_is_orthogonal(shape):
         key = jax.random.PRNGKey(seed)
         ours = np.asarray(jax.jit(orthogonal, static_argnums=(1, 2))(key, shape, 0.5))
         ref = np.asarray(jax.nn.initializers.orthogonal(0.5)(key, shape, jnp.float32))
-        np.testing.assert_array_equal(ours, ref)  # the same draw and the same LAPACK QR
+        np.testing.assert_allclose(ours, ref, **SAME_QR)  # the same draw, the same LAPACK QR
         gram = ours @ ours.T if n <= m else ours.T @ ours
         np.testing.assert_allclose(gram, 0.25 * np.eye(min(n, m)), rtol=0, atol=2e-6)
 
@@ -43,21 +47,14 @@ def test_vmapped_orthogonal_equals_one_at_a_time():
         one = jax.jit(orthogonal, static_argnums=(1, 2))
         alone = [np.asarray(one(k, shape, 1.0)) for k in keys]
         vmapped = jax.jit(jax.vmap(lambda k, s=shape: orthogonal(k, s, 1.0)))(keys)
-        np.testing.assert_array_equal(np.stack(alone), np.asarray(vmapped))
+        np.testing.assert_allclose(np.stack(alone), np.asarray(vmapped), **SAME_QR)
         nested = jax.jit(jax.vmap(jax.vmap(lambda k, s=shape: orthogonal(k, s, 1.0))))
-        np.testing.assert_array_equal(
-            np.asarray(nested(keys.reshape(5, 1, -1)))[:, 0], np.asarray(vmapped)
-        )
+        got = np.asarray(nested(keys.reshape(5, 1, -1)))[:, 0]
+        np.testing.assert_allclose(got, np.asarray(vmapped), **SAME_QR)
 
 
 def batched_lapack_calls(lowered) -> list[str]:
-    """The LAPACK calls with a batch dimension (the kind that can deadlock jaxlib 0.10)."""
-    calls = LAPACK_CALL.findall(lowered.as_text())
-    return sorted({name for name, batch_dims in calls if batch_dims != "0"})
-
-
-def lapack_calls(lowered) -> list[str]:
-    return sorted({name for name, _ in LAPACK_CALL.findall(lowered.as_text())})
+    return lapack_calls(lowered.as_text(), batched_only=True)
 
 
 @pytest.mark.parametrize(
@@ -74,7 +71,7 @@ def test_vmapped_init_has_no_batched_lapack_call(cfg):
     keys = jax.random.split(jax.random.PRNGKey(0), 3)
     init = jax.jit(jax.vmap(lambda k: make_network(cfg, env.obs_shape, env.action_dims, k)))
     lowered = init.lower(keys)
-    assert lapack_calls(lowered) != []  # the QRs are there, unbatched
+    assert lapack_calls(lowered.as_text()) != []  # the QRs are there, unbatched
     assert batched_lapack_calls(lowered) == []
 
 
@@ -83,7 +80,7 @@ def test_trainer_programs_have_no_batched_lapack_call():
     engine = Engine(SMALL, mesh=False)
     for kind in ("init", "train"):
         lowered = jax.jit(engine.program(kind, 3)).lower(keys, hp)
-        assert lapack_calls(lowered) != [], kind
+        assert lapack_calls(lowered.as_text()) != [], kind
         assert batched_lapack_calls(lowered) == [], kind
     user = jax.jit(jax.vmap(make_train(SMALL)))  # a user's own vmap over seeds
     assert batched_lapack_calls(user.lower(jnp.asarray(keys))) == []
