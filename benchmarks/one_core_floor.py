@@ -21,6 +21,7 @@ import warnings
 import jax
 import jax.numpy as jnp
 import numpy as np
+from epoch_unroll import CARTPOLE  # PureJaxRL's CartPole config (benchmarks/ is on sys.path)
 from jax.sharding import Mesh, PartitionSpec
 
 from purejaxppo import PPOConfig, _ppo
@@ -28,11 +29,6 @@ from purejaxppo._distributions import policy_distribution
 from purejaxppo._engine import Engine, agent_inputs, mesh_for
 from purejaxppo._xla_cpu import compiler_options, unrolled_threefry
 from purejaxppo.envs import make_env
-
-CARTPOLE = dict(LR=2.5e-4, NUM_ENVS=4, NUM_STEPS=128, TOTAL_TIMESTEPS=5e5, UPDATE_EPOCHS=4,
-                NUM_MINIBATCHES=4, GAMMA=0.99, GAE_LAMBDA=0.95, CLIP_EPS=0.2, ENT_COEF=0.01,
-                VF_COEF=0.5, MAX_GRAD_NORM=0.5, ACTIVATION="tanh", ENV_NAME="CartPole-v1",
-                ANNEAL_LR=True)  # fmt: skip
 
 
 def timed(fn, *args, repeats: int = 5) -> tuple[float, float]:
@@ -129,7 +125,8 @@ def psum_cost(calls: int = 2000) -> None:
 
 
 def main() -> None:
-    updates = int((sys.argv[1:] or ["100"])[0])
+    arg = (sys.argv[1:] or ["100"])[0]
+    updates = int(arg) if arg.isdigit() else 0
     if updates < 1:
         sys.exit("UPDATES ≥ 1, e.g. 100.")
     print(f"{jax.device_count()} {jax.default_backend()} device(s), jax {jax.__version__}")
