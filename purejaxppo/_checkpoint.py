@@ -96,7 +96,7 @@ def write_checkpoint(
     path = run_dir / name
     write_verified(path, {"format": FORMAT, "update": update, **identity}, buf.getvalue())
     ours = [
-        p for p in checkpoints(run_dir, program) if _header_of(p).get("run") == identity.get("run")
+        p for p in checkpoints(run_dir, program) if header_of(p).get("run") == identity.get("run")
     ]
     for old in ours[:-KEEP]:
         old.unlink()
@@ -180,7 +180,8 @@ def read_verified(path: Path, fmt: str, what: str) -> tuple[dict, bytes]:
     return header, payload
 
 
-def _header_of(path: Path) -> dict:
+def header_of(path: Path) -> dict:
+    """A checkpoint's JSON header, or {} when it cannot be read (never raises)."""
     try:
         with open(path, "rb") as f:
             header = json.loads(f.readline())

@@ -26,16 +26,17 @@ from ._config import INIT_ONLY_FIELDS, TRACED_FIELDS, PPOConfig
 from ._cpu_devices import requested_cpu_devices
 
 # -------------------------------------------------------------------- flags from PPOConfig ---
-_CLI_TYPES: dict[str, Any] = {
-    "maze": str | None,  # layouts (lists of rows) come from --config files
-    "maze_size": tuple[int, int],
-    "time_limit": int | None,
-    "conv_channels": tuple[int, ...],
-    "mlp_widths": tuple[int, ...],
-    "max_grad_norm": float | None,
-    "normalize_obs": bool | None,
-    "normalize_reward": bool | None,
-}
+#: Flag types that differ from the field's annotation: a maze layout (rows of characters)
+#: comes from a --config file, so the flag takes a name. Every other flag has its field's
+#: own annotated type, so a new field is a flag without touching this module.
+_CLI_TYPE_OVERRIDES: dict[str, Any] = {"maze": str | None}
+
+
+def _flag_type(name: str) -> Any:
+    import typing
+
+    hints = typing.get_type_hints(PPOConfig)
+    return _CLI_TYPE_OVERRIDES.get(name, hints[name])
 
 
 def _field_doc(name: str) -> str:
@@ -54,7 +55,7 @@ def _field_doc(name: str) -> str:
 def _config_fields() -> list:
     out = []
     for f in dataclasses.fields(PPOConfig):
-        kind = _CLI_TYPES.get(f.name, type(f.default))
+        kind = _flag_type(f.name)
         help_ = _field_doc(f.name) + (" [vmappable]" if f.name in TRACED_FIELDS else "")
         out.append((f.name, Annotated[kind, tyro.conf.arg(help=help_)], f.default))
     return [(n, t, dataclasses.field(default=d)) for n, t, d in out]
@@ -339,7 +340,8 @@ def _file_defaults(argv: list[str]) -> dict:
             ) from e
     if not isinstance(data, dict):
         raise ValueError(f"--config {path}: expected a mapping of config fields.")
-    swept = [k for k, v in (data.get("axes") or {}).items() if k != "seed" and len(v) > 1]
+    per_agent = ("seed", "agent")  # a config file's values serve every seed (every PBT agent)
+    swept = [k for k, v in (data.get("axes") or {}).items() if k not in per_agent and len(v) > 1]
     if swept:
         raise ValueError(
             f"--config {path}: this run swept {swept}, and a config file holds one value per "
@@ -417,39 +419,37 @@ def _check_run_flags(cmd, argv: list[str]) -> None:
 
 
 def _train(cmd, argv: list[str]) -> int:
+    """``purejaxppo train | sweep``: every check (flags, config, axes, memory) passes before
+    anything is printed, written or compiled."""
     import jax
 
     _check_run_flags(cmd, argv)
+    name = "sweep" if isinstance(cmd, SweepCmd) else "train"
+    if cmd.resume:
+        info = _resumable(cmd.resume, name)
+        if info is None:
+            return 0  # finished: nothing to do
     if cmd.distributed:
         jax.distributed.initialize(cmd.coordinator_address, cmd.num_processes, cmd.process_id)
     _compile_cache(cmd)
     from ._ownership import claim
-    from ._sweep import read_json
+    from ._sweep import check_sweep_args
 
-    name = "sweep" if isinstance(cmd, SweepCmd) else "train"
     axes = {}
-    if isinstance(cmd, SweepCmd) and not cmd.resume:
-        axes = {k: v for k, v in dataclasses.asdict(cmd.sweep).items() if v is not None}
-        if not axes:
-            raise ValueError("sweep: give at least one --sweep.<field> list (see --help).")
     if cmd.resume:
-        run_dir = Path(cmd.resume)
-        spec = read_json(run_dir / "sweep.json", "sweep.json")
-        from ._checkpoint import config_from_json
-
-        cfg = config_from_json(spec["config"])
-        num_agents = len(spec["seeds"]) * _settings(
-            spec["search"], spec["num_samples"], spec["axes"]
-        )
+        run_dir, cfg, num_agents, name = info.path, info.config, info.num_agents, info.kind
     else:
+        if isinstance(cmd, SweepCmd):
+            axes = {k: v for k, v in dataclasses.asdict(cmd.sweep).items() if v is not None}
+            if not axes:
+                raise ValueError("sweep: give at least one --sweep.<field> list (see --help).")
         cfg = _config_of(cmd)
         run_dir = Path(cmd.run_dir or f"runs/{name}-{time.strftime('%Y%m%d-%H%M%S')}")
-        search = getattr(cmd, "search", "grid")
-        num_agents = cmd.seeds * _settings(search, getattr(cmd, "num_samples", None), axes)
-        if axes:  # every swept value, checked now rather than after compiling
-            from ._sweep import check_axes
-
-            check_axes(cfg, axes, search)
+        search = dict(search=cmd.search, num_samples=cmd.num_samples) if axes else {}
+        num_agents = check_sweep_args(  # every swept value and the memory, before compiling
+            cfg, cmd.seeds, search.get("search", "grid"), search.get("num_samples"), axes,
+            chunked=cmd.checkpoint_every != 0,
+        )  # fmt: skip
     mesh = _mesh(cmd.devices)
     main_process = jax.process_index() == 0
     mode = "resume" if cmd.resume else "overwrite" if cmd.overwrite else "new"
@@ -457,6 +457,28 @@ def _train(cmd, argv: list[str]) -> int:
     chunked = cmd.checkpoint_every != 0 or bool(cmd.resume)
     with owner, _StopOnSignal(run_dir if chunked else None, name) as stop:
         return _train_in(cmd, cfg, axes, run_dir, num_agents, mesh, main_process, stop, name)
+
+
+def _resumable(run_dir: str, command: str):
+    """The `RunInfo` of a run to ``--resume``, or None (said in a line) when it has finished.
+
+    A finished run is left exactly as it is: its results and timings stay those it recorded.
+    """
+    from ._rundir import describe
+
+    info = describe(run_dir)
+    if (info.kind == "pbt") != (command == "pbt"):
+        raise ValueError(
+            f"--resume {run_dir}: it holds a {info.kind} run; resume it with: {info.resume_command}"
+        )
+    if info.finished:
+        print(
+            f"purejaxppo {command}: {run_dir} holds a finished {info.kind} run "
+            f"({info.total} {'generations' if info.kind == 'pbt' else 'updates'}); nothing to "
+            f"resume, nothing changed. Evaluate it with: purejaxppo eval {run_dir}"
+        )
+        return None
+    return info
 
 
 def _train_in(cmd, cfg, axes, run_dir, num_agents, mesh, main_process, stop, name) -> int:
@@ -467,16 +489,17 @@ def _train_in(cmd, cfg, axes, run_dir, num_agents, mesh, main_process, stop, nam
 
     bar = ProgressBar(cfg, num_agents) if cmd.progress and main_process else None
     _say(
-        f"purejaxppo {name}: {cfg.env} maze={_maze_name(cfg)} | {num_agents} agent(s) × "
+        f"purejaxppo {name}: {_env_name(cfg)} | {num_agents} agent(s) × "
         f"{cfg.total_timesteps:,} steps = {cfg.num_updates} updates × {cfg.num_envs} envs × "
         f"{cfg.num_steps} steps | backend {jax.default_backend()} × {jax.device_count()} "
         f"device(s) | run dir {run_dir}",
         main_process,
     )
+    _say(COMPILING, main_process and cmd.progress)
     chunked = stop.run_dir is not None
     options = dict(mesh=mesh, progress=bar, progress_every=cmd.progress_every)
-    if chunked:
-        options["should_stop"] = stop
+    if chunked:  # the results, with evaluation and the GIF, are written below
+        options.update(should_stop=stop, write_results=False)
     if cmd.stop_at is not None:
         options["stop_at"] = cmd.stop_at
     t0 = time.perf_counter()
@@ -513,7 +536,7 @@ def _train_in(cmd, cfg, axes, run_dir, num_agents, mesh, main_process, stop, nam
         try:
             rows = write_run(
                 run_dir, result, timings=timings, eval_episodes=cmd.eval_episodes,
-                gif=cmd.gif, overwrite=True,  # the claim above made the checks
+                gif=cmd.gif, overwrite=True, log=_log,  # the claim above made the checks
             )  # fmt: skip
             if cmd.tensorboard:
                 write_tensorboard(run_dir / "tb", result)
@@ -544,12 +567,6 @@ def _write_failure(e: OSError, run_dir: Path, name: str, chunked: bool) -> str:
             f"purejaxppo {name} --resume {run_dir}"
         )
     return f"writing {where} failed ({e.strerror}); nothing to resume from: free space and rerun."
-
-
-def _settings(search: str, num_samples: int | None, axes: dict) -> int:
-    if search == "random":
-        return num_samples or 1
-    return math.prod(len(v) for v in axes.values())
 
 
 def _mesh(devices: int | None):
@@ -732,7 +749,7 @@ def _pbt(cmd: PBTCmd, argv: list[str]) -> int:
     import jax
 
     from ._ownership import claim
-    from ._pbt import check_pbt_args, pbt, resume_pbt
+    from ._pbt import check_pbt_args, check_pbt_memory, pbt, resume_pbt
 
     if cmd.checkpoint_every < 0:
         raise ValueError(f"--checkpoint-every {cmd.checkpoint_every}: use 0 (off) or more.")
@@ -748,13 +765,10 @@ def _pbt(cmd: PBTCmd, argv: list[str]) -> int:
                 f"--resume continues {cmd.resume} with its own config and PBT settings; "
                 f"{', '.join('--' + f for f in refused)} would change the run and are refused."
             )
-        from ._checkpoint import config_from_json
-        from ._sweep import read_json
-
-        run_dir = Path(cmd.resume)
-        spec = read_json(run_dir / "pbt.json", "pbt.json")
-        cfg, population = config_from_json(spec["config"]), spec["population"]
-        chunked = True
+        info = _resumable(cmd.resume, "pbt")
+        if info is None:
+            return 0  # finished: nothing to do
+        run_dir, cfg, population, chunked = info.path, info.config, info.num_agents, True
     else:
         cfg = _config_of(cmd)
         ranges = {k: v for k, v in dataclasses.asdict(cmd.pbt).items() if v is not None}
@@ -762,6 +776,7 @@ def _pbt(cmd: PBTCmd, argv: list[str]) -> int:
             cfg, cmd.population, cmd.interval, "truncation", cmd.fraction, "perturb",
             cmd.factors, cmd.resample_probability, 1e6, ranges,
         )  # fmt: skip
+        check_pbt_memory(cfg, cmd.population, ranges, cmd.checkpoint_every > 0)
         run_dir = Path(cmd.run_dir or f"runs/pbt-{time.strftime('%Y%m%d-%H%M%S')}")
         population, chunked = cmd.population, cmd.checkpoint_every > 0
     _compile_cache(cmd)
@@ -772,14 +787,15 @@ def _pbt(cmd: PBTCmd, argv: list[str]) -> int:
     with owner, _StopOnSignal(run_dir if chunked else None, "pbt") as stop:
         bar = ProgressBar(cfg, population) if cmd.progress and main_process else None
         _say(
-            f"purejaxppo pbt: {cfg.env} | population {population} × {cfg.total_timesteps:,} "
-            f"steps = {cfg.num_updates} updates | backend {jax.default_backend()} × "
-            f"{jax.device_count()} device(s) | run dir {run_dir}",
+            f"purejaxppo pbt: {_env_name(cfg)} | population {population} × "
+            f"{cfg.total_timesteps:,} steps = {cfg.num_updates} updates | backend "
+            f"{jax.default_backend()} × {jax.device_count()} device(s) | run dir {run_dir}",
             main_process,
         )
+        _say(COMPILING, main_process and cmd.progress)
         options = dict(mesh=mesh, progress=bar, progress_every=cmd.progress_every)
-        if chunked:
-            options["should_stop"] = stop
+        if chunked:  # the results, with the whole sitting's timings, are written below
+            options.update(should_stop=stop, write_results=False)
         t0 = time.perf_counter()
         if cmd.resume:
             res = resume_pbt(run_dir, **options)
@@ -812,26 +828,30 @@ def _pbt(cmd: PBTCmd, argv: list[str]) -> int:
 
 # ---------------------------------------------------------------------------------- eval ---
 def _eval(cmd: EvalCmd) -> int:
+    """``purejaxppo eval RUN_DIR``: every agent of a sweep or a PBT run (a PBT agent with its
+    final hyperparameters), on fresh episodes."""
     import jax
     import numpy as np
 
     from ._axes import coords_of, flat_index, split_program, static_setting
     from ._distributions import policy_distribution
-    from ._evaluate import evaluate, policy_of
+    from ._evaluate import evaluate, has_success, policy_of
     from ._figures import write_gif
     from ._rundir import load_agents, read_run
     from .envs import make_env
 
-    meta = read_run(cmd.run_dir)
-    cfg, axes = meta["config"], meta["axes"]
+    if cmd.episodes < 1:
+        raise ValueError(f"--episodes {cmd.episodes}: need at least one.")
+    meta = read_run(cmd.run_dir)  # an unfinished run: one line saying how to finish it
+    cfg, axes, values = meta["config"], meta["axes"], meta.get("values", {})
     n = math.prod(len(v) for v in axes.values())
     if cmd.agent is not None and not 0 <= cmd.agent < n:
         raise ValueError(f"--agent {cmd.agent}: this run has agents 0..{n - 1}.")
-    if cmd.episodes < 1:
-        raise ValueError(f"--episodes {cmd.episodes}: need at least one.")
     agents = load_agents(cmd.run_dir)
     key = jax.random.PRNGKey(cmd.seed)
     per_program = n // len(agents)
+    mode = "sampled" if cmd.sampled else "greedy"
+    print(f"evaluating {n} agent(s) × {cmd.episodes} fresh {mode} episodes ...", flush=True)
     results = []  # flat agent order: row-major over the axes, static axes first
     for p, norm in agents:
         index = flat_index(axes, len(results))
@@ -840,15 +860,18 @@ def _eval(cmd: EvalCmd) -> int:
         flat = jax.tree.map(lambda x: np.asarray(x).reshape(-1, cmd.episodes), ev)
         results += [jax.tree.map(lambda x, i=i: x[i], flat) for i in range(per_program)]
     chosen = range(n) if cmd.agent is None else [cmd.agent]
-    from ._evaluate import has_success
-
     success = has_success(cfg)  # else "n/a": the env defines no success
-    print(f"evaluation: {cmd.episodes} fresh {'sampled' if cmd.sampled else 'greedy'} episodes")
-    print(" | ".join(["agent", *axes, "return", "success", "length"]))
+    # hyperparameters that vary per agent without being an axis (random search, PBT)
+    shown = [k for k in values if k not in axes]
+    per_agent = {k: np.asarray(values[k], np.float64) for k in shown}  # axes before "seed"
+    named = [k for k in axes if k != "agent"]  # a PBT agent's coordinate is its number
+    print(" | ".join(["agent", *named, *shown, "return", "success", "length"]))
     for i in chosen:
         r = results[i]
-        coords = coords_of(axes, flat_index(axes, i)).values()
-        print(" | ".join([str(i), *[str(c) for c in coords],
+        index = flat_index(axes, i)
+        coords = [c for k, c in coords_of(axes, index).items() if k != "agent"]
+        hp = [f"{v[index[: v.ndim]]:.4g}" for v in per_agent.values()]
+        print(" | ".join([str(i), *[str(c) for c in coords], *hp,
                           f"{r.episode_return.mean():.3f}",
                           f"{r.success.mean():.3f}" if success else "n/a",
                           f"{r.episode_length.mean():.1f}"]))  # fmt: skip
@@ -865,9 +888,13 @@ def _eval(cmd: EvalCmd) -> int:
         params, norm = agents[program]
         policy = policy_of(params, local, dist=policy_distribution(c, make_env(c)), obs_norm=norm)
         with claim(cmd.run_dir, "results"):  # never while a run writes the directory
-            frames = write_gif(path, c, policy, jax.random.PRNGKey(cmd.seed + 1))
+            frames = write_gif(path, c, policy, jax.random.PRNGKey(cmd.seed + 1), log=_log)
         print(f"wrote {path}: agent {i}, {frames} frames")
     return 0
+
+
+def _log(text: str) -> None:
+    print(text, flush=True)
 
 
 # --------------------------------------------------------------------------------- bench ---
@@ -955,6 +982,15 @@ def _bench(cmd: BenchCmd) -> int:
 def _maze_name(cfg: PPOConfig) -> str:
     spec = cfg.maze_spec
     return spec if isinstance(spec, str) or spec is None else "custom"
+
+
+def _env_name(cfg: PPOConfig) -> str:
+    """The env as the banner names it: the maze too, for Maze-v0."""
+    return f"{cfg.env} maze={_maze_name(cfg)}" if cfg.env == "Maze-v0" else cfg.env
+
+
+#: Said between the banner and the progress bar's first update, which comes after compiling.
+COMPILING = "compiling (the progress bar starts with the first update; cached for next time) ..."
 
 
 def _say(text: str, main_process: bool) -> None:

@@ -12,6 +12,8 @@
 * **No silent destruction.** ``mode="new"`` refuses a directory that already holds a run;
   ``"overwrite"`` deletes that run's files first; ``"resume"`` needs a checkpointed run.
 * **Orphans.** Temporary files of writes killed half-way (``.NAME.tmp-PID``) are removed.
+* **Nothing half-made.** A directory the claim created is removed again when the run fails
+  or is refused before anything trained was written to it.
 
 Claims are re-entrant within one process: the CLI claims the directory, and the `sweep` and
 `write_run` calls inside that run find it already theirs.
@@ -77,15 +79,32 @@ def claim(run_dir: str | Path, mode: Mode = "new") -> Iterator[Path]:
         finally:
             _HELD[key] -= 1
         return
+    created = not path.exists()
     fd = _lock(path)
     _HELD[key] = 1
     try:
         _check_mode(path, mode)
         _remove_orphans(path)
         yield path
+    except BaseException:
+        if created:  # a run refused or failed before it trained: leave nothing behind
+            _remove_if_untrained(path)
+        raise
     finally:
         del _HELD[key]
         _unlock(fd)
+
+
+#: Files that mean a directory holds training or results worth keeping.
+TRAINED_FILES = ("ckpt-*.eqx", "config.json", "params*.eqx", "metrics.npz")
+
+
+def _remove_if_untrained(path: Path) -> None:
+    """Remove a directory this claim created if nothing trained was written to it (only the
+    lock and a run's description): a refusal that comes late (XLA's memory analysis after
+    compiling) leaves no half-made run directory."""
+    if not any(any(path.glob(p)) for p in TRAINED_FILES):
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _key(path: Path) -> Path:

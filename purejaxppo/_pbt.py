@@ -69,7 +69,7 @@ from ._engine import (
 )
 from ._ownership import claim
 from ._ppo import Metrics, RunnerState
-from ._sweep import LOG_UNIFORM_FIELDS, read_json
+from ._sweep import LOG_UNIFORM_FIELDS, check_host_memory, read_json
 
 EXPLOITS = ("truncation",)
 EXPLORES = ("perturb",)
@@ -277,6 +277,7 @@ def pbt(
     resume: bool = False,
     overwrite: bool = False,
     should_stop: Callable[[], bool] | None = None,
+    write_results: bool = True,
     **ranges: tuple[float, float],
 ) -> PBTResult:
     """Train a population that tunes its own hyperparameters as it trains (module doc).
@@ -299,6 +300,8 @@ def pbt(
             key atomically into ``run_dir`` every ``checkpoint_every`` generations;
             ``resume`` continues from the newest intact checkpoint (bit for bit on CPU),
             ``overwrite`` replaces a run there; ``should_stop`` is polled after each chunk.
+            A finished run's results are written there too (`write_pbt_run`: metrics,
+            figures, summary and every agent's parameters), unless ``write_results=False``.
         **ranges: tuned traced field → ``(low, high)`` initial range and bounds (log-uniform
             for lr and adam_eps).
 
@@ -312,6 +315,7 @@ def pbt(
     if not isinstance(seed, numbers.Integral) or isinstance(seed, bool):
         raise ValueError(f"pbt(seed={seed!r}): need an int.")
     chunked = run_dir is not None
+    check_pbt_memory(cfg, population, ranges, chunked)
     bad_every = not isinstance(checkpoint_every, int) or isinstance(checkpoint_every, bool)
     if chunked and (bad_every or checkpoint_every < 1):
         raise ValueError(
@@ -362,7 +366,7 @@ def pbt(
                    Path(run_dir) if chunked else None, identity, should_stop)  # fmt: skip
     state, history = out
     compile_s = engine.compile_seconds - compile_before
-    return PBTResult(
+    result = PBTResult(
         metrics=history.metrics,
         state=state,
         hyperparameters=history.hyperparameters,
@@ -373,6 +377,11 @@ def pbt(
         finished=int(history.done) == generations,
         timings={"compile_s": compile_s, "run_s": time.perf_counter() - t0 - compile_s},
     )
+    if chunked and result.finished and write_results and jax.process_index() == 0:
+        from ._pbt_run import write_pbt_run  # the run directory's writers build on this module
+
+        write_pbt_run(run_dir, result, result.timings)
+    return result
 
 
 class History(NamedTuple):
@@ -391,23 +400,10 @@ def _run(engine: Engine, step, keys, hp, pbt_key, interval, generations, tail, e
     each chunk when ``run_dir`` is given. Returns the final state and the `History`."""
     n, updates = len(keys), engine.cfg.num_updates
     names = [name for name, *_ in step.ranges]
-    _, one = engine.shapes(keys, hp)
-    history = History(
-        metrics=jax.tree.map(lambda x: _unfilled((n, updates), x.dtype), one),
-        hyperparameters={k: np.full((n, updates), np.nan, np.float32) for k in names},
-        lineage=np.full((n, generations), -1, np.int32),
-        fitness=np.full((n, generations), np.nan, np.float32),
-        done=np.asarray(0, np.int32),
-    )
+    history = _empty_history(engine, keys, hp, names, generations)
     loaded = None
     if run_dir is not None and checkpoints(run_dir):
-        like_state, _ = engine.shapes(keys, hp)
-        like = (
-            jax.tree.map(lambda x: np.zeros(x.shape, x.dtype), like_state),
-            {k: np.zeros(n, np.float32) for k in names},
-            np.zeros_like(np.asarray(pbt_key)),
-            history,
-        )
+        like = _checkpoint_like(engine, keys, hp, pbt_key, names, history)
         loaded = read_newest_intact(run_dir, identity, like)
     if loaded is not None:
         state, values, pbt_key, history = loaded
@@ -468,6 +464,55 @@ def _unfilled(shape: tuple[int, ...], dtype) -> np.ndarray:
     return np.full(shape, np.nan if np.dtype(dtype).kind == "f" else 0, dtype)
 
 
+def _empty_history(engine: Engine, keys, hp, names: list[str], generations: int) -> History:
+    """A `History` with nothing run yet (NaN / -1 / 0)."""
+    n, updates = len(keys), engine.cfg.num_updates
+    _, one = engine.shapes(keys, hp)
+    return History(
+        metrics=jax.tree.map(lambda x: _unfilled((n, updates), x.dtype), one),
+        hyperparameters={k: np.full((n, updates), np.nan, np.float32) for k in names},
+        lineage=np.full((n, generations), -1, np.int32),
+        fitness=np.full((n, generations), np.nan, np.float32),
+        done=np.asarray(0, np.int32),
+    )
+
+
+def _checkpoint_like(engine: Engine, keys, hp, pbt_key, names: list[str], history: History):
+    """The template a PBT checkpoint is read into: (state, hyperparameters, PBT key, history)."""
+    like_state, _ = engine.shapes(keys, hp)
+    return (
+        jax.tree.map(lambda x: np.zeros(x.shape, x.dtype), like_state),
+        {k: np.zeros(len(keys), np.float32) for k in names},
+        np.zeros_like(np.asarray(pbt_key)),
+        history,
+    )
+
+
+def read_pbt_checkpoint(run_dir: str | Path) -> tuple[RunnerState, dict, History]:
+    """The newest intact checkpoint of the PBT run in ``run_dir``: every agent's state, its
+    current hyperparameters (field -> (population,)) and the run's `History` so far.
+
+    For PBT directories written before ``params.eqx`` was part of them (evaluation reads the
+    final agents from here)."""
+    spec = read_json(Path(run_dir) / "pbt.json", "pbt.json")
+    cfg = config_from_json(spec["config"])
+    step = spec["step"]
+    ranges = {name: (low, high) for name, low, high, _ in step["ranges"]}
+    keys, hp, pbt_key = initial_population(cfg, spec["population"], spec["seed"], ranges)
+    engine = engine_for(cfg, mesh=False)
+    generations = -(-cfg.num_updates // spec["interval"])
+    names = list(ranges)
+    like = _checkpoint_like(
+        engine, keys, hp, pbt_key, names, _empty_history(engine, keys, hp, names, generations)
+    )
+    identity = {"pbt": {k: v for k, v in spec.items() if k != "run"}, "run": spec.get("run", "")}
+    loaded = read_newest_intact(run_dir, identity, like)
+    if loaded is None:
+        raise CheckpointError(f"{run_dir}: this PBT run has no checkpoint to read.")
+    state, values, _, history = loaded
+    return state, values, history
+
+
 def resume_pbt(
     run_dir: str | Path,
     *,
@@ -475,6 +520,7 @@ def resume_pbt(
     progress: ProgressFn | None = None,
     progress_every: int = 1,
     should_stop: Callable[[], bool] | None = None,
+    write_results: bool = True,
 ) -> PBTResult:
     """Continue the checkpointed PBT run in ``run_dir`` (its ``pbt.json`` gives the rest).
 
@@ -499,6 +545,7 @@ def resume_pbt(
         checkpoint_every=spec["checkpoint_every"],
         resume=True,
         should_stop=should_stop,
+        write_results=write_results,
         **{name: (low, high) for name, low, high, _ in step["ranges"]},
     )
 
@@ -515,6 +562,13 @@ def _start_or_check(run_dir: Path, spec: dict, resume: bool) -> str:
     if jax.process_index() == 0:
         atomic_write(path, json.dumps({**spec, "run": run_id}, indent=1).encode())
     return run_id
+
+
+def check_pbt_memory(cfg: PPOConfig, population: int, ranges: dict, chunked: bool) -> None:
+    """Refuse, in about a second and before anything is written or compiled, a population
+    whose host-side arrays cannot fit in memory: `check_host_memory`'s metrics and states,
+    plus each tuned field's schedule (one float32 per agent per update)."""
+    check_host_memory([cfg], population, chunked, extra_per_update=4 * len(ranges))
 
 
 def check_pbt_args(

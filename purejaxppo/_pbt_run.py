@@ -3,6 +3,9 @@
 ``pbt.json`` and the checkpoints are written by `pbt` while it trains; `write_pbt_run` adds,
 atomically and only from process 0:
 
+* ``config.json``: the base config, the interval, the population as the axis ``"agent"``
+  and each agent's final hyperparameters (``"values"``), timings, ``"finished"``;
+* ``params.eqx``: every agent's final network (what ``purejaxppo eval`` evaluates);
 * ``metrics.npz``: every `Metrics` field ``(population, update)``, ``hp_<field>`` schedules
   ``(population, update)``, ``lineage`` and ``fitness`` ``(population, generation)``;
 * ``curves.png``: the population's mean return with a 95 % bootstrap band, and the best
@@ -23,30 +26,56 @@ from pathlib import Path
 
 import numpy as np
 
-from ._checkpoint import atomic_write, config_to_json
+from ._checkpoint import atomic_write
 from ._figures import curve_band
+from ._ownership import claim
 from ._pbt import PBTResult
+from ._rundir import resolved_config_json, write_params
 from ._sweep import LOG_UNIFORM_FIELDS
 
 
 def write_pbt_run(run_dir: str | Path, res: PBTResult, timings: dict) -> str:
-    """Write the files above into ``run_dir``; returns the summary's text."""
+    """Write the files above into ``run_dir``; returns the summary's text.
+
+    ``config.json`` describes the population as one axis, ``"agent"``, with each agent's
+    final hyperparameters in ``"values"``, and ``params.eqx`` holds every agent's final
+    network (and observation statistics), so ``purejaxppo eval`` and `load_policy(run_dir,
+    agent=i)` read a PBT run like a sweep. It says ``"finished": true`` once every other
+    file is written.
+    """
     run_dir = Path(run_dir)
+    with claim(run_dir, "results"):  # one writer; re-entrant inside the run's own claim
+        return _write_pbt_run(run_dir, res, timings)
+
+
+def _write_pbt_run(run_dir: Path, res: PBTResult, timings: dict) -> str:
     best = res.best()
+    meta = {
+        "kind": "pbt",
+        "config": resolved_config_json(res.config),
+        "interval": res.interval,
+        "axes": {"agent": list(range(res.population))},
+        "values": {k: [float(x) for x in v[:, -1]] for k, v in res.hyperparameters.items()},
+        "num_agents": res.population,
+        "finished": False,  # until every file below is written
+        "timings": timings,
+    }
+    atomic_write(run_dir / "config.json", json.dumps(meta, indent=1).encode())
     arrays = {k: np.asarray(v) for k, v in res.metrics._asdict().items()}
     arrays.update({f"hp_{k}": v for k, v in res.hyperparameters.items()})
     arrays.update(lineage=res.lineage, fitness=res.fitness)
     buf = io.BytesIO()
     np.savez_compressed(buf, **arrays)
     atomic_write(run_dir / "metrics.npz", buf.getvalue())
-    config = {"config": config_to_json(res.config), "interval": res.interval}
-    atomic_write(run_dir / "config.json", json.dumps(config, indent=1).encode())
+    write_params(run_dir, [(res.state.params, res.state.obs_norm)], meta["config"], meta["axes"])
     steps = np.arange(1, res.metrics.episode_return.shape[1] + 1) * res.config.batch_size
     atomic_write(run_dir / "curves.png", _curves(res, best, steps))
     atomic_write(run_dir / "hyperparameters.png", _schedules(res, best, steps))
     atomic_write(run_dir / "lineage.png", _lineage(res, best))
     text = summary(res, timings)
     atomic_write(run_dir / "summary.md", text.encode())
+    meta["finished"] = True
+    atomic_write(run_dir / "config.json", json.dumps(meta, indent=1).encode())
     return text
 
 
@@ -139,26 +168,39 @@ def _schedules(res: PBTResult, best, steps: np.ndarray) -> bytes:
 
 
 def _lineage(res: PBTResult, best) -> bytes:
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import MaxNLocator
+
     fig, ax = _figure()
     ax = ax[0, 0]
     n, generations = res.lineage.shape
+    drawn = set()
     for g in range(1, generations):
         for i in range(n):
             parent = res.lineage[i, g]
             copied = parent != i
+            drawn.add(copied)
             ax.plot(
-                [g - 1, g], [parent, i], color="tab:red" if copied else "0.8",
-                linewidth=0.8 if copied else 0.4,
+                [g - 1, g], [parent, i], color="tab:red" if copied else "0.6",
+                linewidth=0.8 if copied else 0.5,
             )  # fmt: skip
     gens, agents = zip(*best.ancestry, strict=True)
-    ax.plot(gens, agents, color="k", linewidth=2, marker="o", markersize=3,
-            label=f"best agent's ancestry ({best.index})")  # fmt: skip
-    from matplotlib.ticker import MaxNLocator
-
+    ax.plot(gens, agents, color="k", linewidth=2, marker="o", markersize=3)
+    # The legend names exactly the kinds of line drawn (a run of one generation has none).
+    handles = [Line2D([], [], color="k", linewidth=2, marker="o", markersize=3,
+                      label=f"best agent's ancestry ({best.index})")]  # fmt: skip
+    if True in drawn:
+        handles.append(Line2D([], [], color="tab:red", linewidth=0.8,
+                              label="copied a top agent's state"))  # fmt: skip
+    if False in drawn:
+        handles.append(Line2D([], [], color="0.6", linewidth=0.5, label="kept its own state"))
     ax.set_xlabel("generation")
     ax.set_ylabel("agent")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_title("lineage: red = a copy of a top agent's state, grey = kept its own", fontsize=9)
-    ax.legend(fontsize=7)
+    title = "lineage: whose state each agent continued from"
+    if generations < 2:
+        title += " (one generation: no exploit step ran)"
+    ax.set_title(title, fontsize=9)
+    ax.legend(handles=handles, fontsize=7)
     return _png(fig)

@@ -19,9 +19,11 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +65,7 @@ def write_run(
     gif: bool = True,
     eval_seed: int = 10_000,
     overwrite: bool = False,
+    log: Callable[[str], None] | None = None,
 ) -> dict:
     """Write the run directory for a `SweepResult` (a single run is a 1-seed sweep).
 
@@ -71,7 +74,8 @@ def write_run(
     define success (0: skip it). The directory is locked while it is written; one that
     already holds written results is refused unless ``overwrite`` (a checkpointed sweep's
     own directory is fine). ``config.json`` says ``"finished": true`` only once every other
-    file is written. Returns the summary rows.
+    file is written. ``log`` gets a line before each slow stage (evaluation, the GIF), e.g.
+    ``print``. Returns the summary rows.
     """
     if not isinstance(eval_episodes, int) or isinstance(eval_episodes, bool) or eval_episodes < 0:
         raise ValueError(f"eval_episodes={eval_episodes!r}: use 0 (skip) or a positive int.")
@@ -79,15 +83,17 @@ def write_run(
     with claim(run_dir, "results"):
         _check_results_target(run_dir, result, overwrite)
         timings = dict(result.timings if timings is None else timings)
-        return _write_run(run_dir, result, timings, eval_episodes, gif, eval_seed)
+        say = log or (lambda _: None)
+        return _write_run(run_dir, result, timings, eval_episodes, gif, eval_seed, say)
 
 
-def _write_run(run_dir: Path, result: SweepResult, timings, eval_episodes, gif, eval_seed):
+def _write_run(run_dir: Path, result: SweepResult, timings, eval_episodes, gif, eval_seed, say):
     cfg = result.config
     axes = {k: [_json(x) for x in v] for k, v in result.axes.items()}
     num_agents = int(np.prod(result.shape))
     meta = {
-        "config": config_to_json(cfg),
+        "kind": "sweep" if set(result.axes) - {"seed"} else "train",
+        "config": resolved_config_json(cfg),
         "axes": axes,
         "values": {k: np.asarray(v).tolist() for k, v in result.values.items()},
         "num_agents": num_agents,
@@ -97,13 +103,9 @@ def _write_run(run_dir: Path, result: SweepResult, timings, eval_episodes, gif, 
     atomic_write(run_dir / "config.json", json.dumps(meta, indent=1).encode())
     _write_metrics(run_dir, result)
     params = _params_by_program(result)
-    for i, p in enumerate(params):  # the network and, if any, its frozen observation stats
-        buf = io.BytesIO()
-        eqx.tree_serialise_leaves(buf, p)
-        header = {"format": PARAMS_FORMAT, "config": meta["config"], "axes": axes}
-        write_verified(run_dir / _params_name(i, len(params)), header, buf.getvalue())
+    write_params(run_dir, params, meta["config"], axes)
 
-    success = _success(result, params, eval_episodes, eval_seed)
+    success = _success(result, params, eval_episodes, eval_seed, say)
     rows = result.summary()
     _add_run_columns(rows, result, success, timings)
     _write_summary(run_dir, rows, result)
@@ -119,7 +121,7 @@ def _write_run(run_dir: Path, result: SweepResult, timings, eval_episodes, gif, 
             policy = Policy(agent.state.params, dist, agent.state.obs_norm)
             key = jax.random.PRNGKey(eval_seed + 1)
             try:
-                write_gif(run_dir / "agent.gif", agent.config, policy, key)
+                write_gif(run_dir / "agent.gif", agent.config, policy, key, log=say)
             except Exception as e:  # a renderer without its graphics stack: no GIF, say why
                 warnings.warn(
                     f"no agent.gif: the renderer failed ({type(e).__name__}: {e}).",
@@ -129,6 +131,16 @@ def _write_run(run_dir: Path, result: SweepResult, timings, eval_episodes, gif, 
     meta["finished"] = result.finished
     atomic_write(run_dir / "config.json", json.dumps(meta, indent=1).encode())
     return rows
+
+
+def write_params(run_dir: Path, params: list[tuple], config: dict, axes: dict) -> None:
+    """``params.eqx`` (``params-<i>.eqx`` per program): each program's stacked networks and,
+    if any, their frozen observation statistics, with a verified header (`write_verified`)."""
+    for i, p in enumerate(params):
+        buf = io.BytesIO()
+        eqx.tree_serialise_leaves(buf, p)
+        header = {"format": PARAMS_FORMAT, "config": config, "axes": axes}
+        write_verified(run_dir / _params_name(i, len(params)), header, buf.getvalue())
 
 
 def env_steps(result: SweepResult) -> np.ndarray:
@@ -165,26 +177,33 @@ def steps_trained(result: SweepResult) -> int:
 
 
 def _check_results_target(run_dir: Path, result: SweepResult, overwrite: bool) -> None:
-    if (run_dir / "config.json").exists() and not overwrite:
-        raise RunDirError(
-            f"{run_dir} already holds a written run (config.json); pass overwrite=True "
-            "(--overwrite) to replace it, or choose another directory."
-        )
+    """A run's results may be (re)written into its own checkpointed directory; any other
+    directory that holds a written run needs ``overwrite``."""
+    if overwrite:
+        return
     sweep_json = run_dir / "sweep.json"
-    if sweep_json.exists() and not overwrite:
+    own = False
+    if sweep_json.exists():
         spec = read_json(sweep_json, "sweep.json")
         if spec.get("config") != config_to_json(result.config):
             raise RunDirError(
                 f"{run_dir} holds the checkpoints of another run (its sweep.json has another "
                 "config); write these results elsewhere."
             )
+        own = True
+    if (run_dir / "config.json").exists() and not own:
+        raise RunDirError(
+            f"{run_dir} already holds a written run (config.json); pass overwrite=True "
+            "(--overwrite) to replace it, or choose another directory."
+        )
 
 
-def _success(result: SweepResult, params: list, episodes: int, seed: int) -> np.ndarray | None:
+def _success(result: SweepResult, params: list, episodes: int, seed: int, say) -> np.ndarray | None:
     """Per agent (``result.shape``): the greedy success rate, or None (skipped or the env
     has no notion of success). Each static setting is evaluated with its own config."""
     if not episodes or not has_success(result.config):
         return None
+    say(f"evaluating {int(np.prod(result.shape))} agent(s) × {episodes} fresh greedy episodes ...")
     static = [k for k in result.axes if k in static_field_names()]
     combos = list(np.ndindex(*[len(result.axes[k]) for k in static]))
     out = np.zeros(result.shape)
@@ -195,17 +214,117 @@ def _success(result: SweepResult, params: list, episodes: int, seed: int) -> np.
     return out
 
 
+def resolved_config_json(cfg: PPOConfig) -> dict:
+    """The config as ``config.json`` records it: every field, with defaults that depend on
+    the env resolved (``maze=None`` on Maze-v0 is recorded as the maze it means), so the
+    file says what ran. Reading it back gives an equivalent config."""
+    return {**config_to_json(cfg), "maze": _json(cfg.maze_spec)}
+
+
 # ------------------------------------------------------------------------------- loaders ---
-def read_run(run_dir: str | Path) -> dict:
-    """``config.json`` of a run directory, with ``config`` as a `PPOConfig`."""
-    meta = read_json(Path(run_dir) / "config.json", "config.json")
-    try:
-        meta["config"] = config_from_json(meta["config"])
-    except (KeyError, TypeError, ValueError) as e:
+@dataclasses.dataclass(frozen=True)
+class RunInfo:
+    """What a run directory holds, read from its small JSON files (nothing is loaded)."""
+
+    path: Path
+    kind: str  # "train" (seeds only), "sweep" or "pbt"
+    config: PPOConfig  # the run's base config
+    num_agents: int
+    finished: bool  # every result written (config.json says so)
+    done: int  # updates (PBT: generations) in the newest checkpoint; all of them when finished
+    total: int  # updates (PBT: generations) of the whole run
+
+    @property
+    def resume_command(self) -> str:
+        return f"purejaxppo {self.kind} --resume {self.path}"
+
+    @property
+    def progress(self) -> str:
+        unit = "generation" if self.kind == "pbt" else "update"
+        return f"{unit} {self.done} of {self.total}"
+
+
+def describe(run_dir: str | Path) -> RunInfo:
+    """What kind of run ``run_dir`` holds and how far it got, or a `CheckpointError` in one
+    line (not a run directory, or a damaged file). The CLI reads run directories only
+    through this and the loaders below."""
+    path = Path(run_dir)
+    meta = _read_config_json(path) if (path / "config.json").exists() else None
+    if (path / "pbt.json").exists():
+        spec = read_json(path / "pbt.json", "pbt.json")
+        kind, num_agents = "pbt", int(spec["population"])
+        config = _config_of(spec["config"], path / "pbt.json")
+        total = -(-config.num_updates // int(spec["interval"]))
+        # a PBT config.json is written only at the end (before 2026-12 without "finished")
+        finished = meta is not None and bool(meta.get("finished", True))
+    elif (path / "sweep.json").exists():
+        spec = read_json(path / "sweep.json", "sweep.json")
+        config = _config_of(spec["config"], path / "sweep.json")
+        kind = "sweep" if spec["axes"] else "train"
+        settings = spec["num_samples"] if spec["search"] == "random" else 1
+        for v in spec["axes"].values():
+            settings *= len(v) if spec["search"] == "grid" else 1
+        num_agents, total = len(spec["seeds"]) * settings, config.num_updates
+        finished = meta is not None and bool(meta.get("finished"))
+    elif meta is not None:  # results written by `write_run` without checkpoints
+        config, axes = meta["config"], meta.get("axes", {})
+        kind = "sweep" if set(axes) - {"seed"} else "train"
+        num_agents = int(np.prod([len(v) for v in axes.values()]))
+        total, finished = config.num_updates, bool(meta.get("finished"))
+    else:
         raise CheckpointError(
-            f"{Path(run_dir) / 'config.json'}: its config is invalid ({e}); restore the file."
-        ) from e
+            f"{path}: no config.json, sweep.json or pbt.json; is this a purejaxppo run directory?"
+        )
+    done = total if finished else _newest_checkpoint_step(path)
+    return RunInfo(path, kind, config, num_agents, finished, done, total)
+
+
+def _newest_checkpoint_step(path: Path) -> int:
+    from ._checkpoint import checkpoints, header_of
+
+    steps = [header_of(p).get("update", 0) for p in checkpoints(path)]
+    return max(steps, default=0)
+
+
+def _config_of(d: dict, path: Path) -> PPOConfig:
+    try:
+        return config_from_json(d)
+    except (KeyError, TypeError, ValueError) as e:
+        raise CheckpointError(f"{path}: its config is invalid ({e}); restore the file.") from e
+
+
+def _read_config_json(path: Path) -> dict:
+    meta = read_json(path / "config.json", "config.json")
+    meta["config"] = _config_of(meta.get("config"), path / "config.json")
     return meta
+
+
+def read_run(run_dir: str | Path) -> dict:
+    """``config.json`` of a run directory, with ``config`` as a `PPOConfig`, ``axes`` (a PBT
+    run's population is the axis ``"agent"``) and ``values`` (per-agent hyperparameters).
+
+    A run that has not finished has no ``config.json`` yet: the error says how to resume it.
+    """
+    path = Path(run_dir)
+    if not (path / "config.json").exists():
+        info = describe(path)  # raises for a directory that holds no run at all
+        raise CheckpointError(
+            f"{path} holds an interrupted {info.kind} run (checkpointed at {info.progress}), "
+            f"so it has no results yet; finish it with: {info.resume_command}"
+        )
+    meta = _read_config_json(path)
+    if "axes" not in meta and (path / "pbt.json").exists():  # PBT, written before 2026-12
+        meta.update(_legacy_pbt_meta(path, meta))
+    return meta
+
+
+def _legacy_pbt_meta(path: Path, meta: dict) -> dict:
+    """``axes`` and ``values`` of a PBT run directory from before they were recorded: the
+    population from ``pbt.json``, the final hyperparameters from ``metrics.npz``."""
+    spec = read_json(path / "pbt.json", "pbt.json")
+    with np.load(path / "metrics.npz") as npz:
+        values = {k[3:]: npz[k][:, -1].tolist() for k in npz.files if k.startswith("hp_")}
+    return {"kind": "pbt", "axes": {"agent": list(range(spec["population"]))}, "values": values}
 
 
 def load_params(run_dir: str | Path) -> list[AbstractActorCritic]:
@@ -220,6 +339,11 @@ def load_agents(run_dir: str | Path) -> list[tuple[AbstractActorCritic, RunningS
     did not normalise observations): what `evaluate` and `Policy` need."""
     meta = read_run(run_dir)
     cfg, axes = meta["config"], meta["axes"]
+    if meta.get("kind") == "pbt" and not (Path(run_dir) / "params.eqx").exists():
+        from ._pbt import read_pbt_checkpoint  # a PBT run from before params.eqx
+
+        state, _, _ = read_pbt_checkpoint(run_dir)
+        return [(state.params, state.obs_norm)]
     static = [len(v) for k, v in axes.items() if k in static_field_names()]
     hyper = [len(v) for k, v in axes.items() if k not in static_field_names()]
     combos = list(np.ndindex(*static))  # one program per static setting ([()]: one)

@@ -189,6 +189,7 @@ def sweep(
     overwrite: bool = False,
     should_stop: Callable[[], bool] | None = None,
     stop_at: int | None = None,
+    write_results: bool = True,
     **axes: Any,
 ) -> SweepResult:
     """Train every (hyperparameter setting × seed) of a sweep in one vmapped program.
@@ -218,11 +219,13 @@ def sweep(
             other width to float rounding (bitwise for the same width).
         progress: ``progress(Progress)`` is called on the host once per ``progress_every``
             updates for all agents together (from inside the program).
-        run_dir: with ``checkpoint_every=K``, train in chunks of K updates and checkpoint
-            every agent's whole state atomically into ``run_dir`` after each chunk.
-            ``checkpoint_every="auto"``: a tenth of the run per chunk, shortened after a
-            chunk that ran longer than `CHUNK_SECONDS`. Chunking never changes results
-            (bit for bit on CPU, tested).
+        run_dir: train in chunks of ``checkpoint_every`` updates and checkpoint every
+            agent's whole state atomically into ``run_dir`` after each chunk.
+            ``checkpoint_every="auto"`` (the default with ``run_dir``): a tenth of the run
+            per chunk, shortened after a chunk that ran longer than `CHUNK_SECONDS`.
+            Chunking never changes results (bit for bit on CPU, tested). When the sweep
+            finishes, its results are written there too (`write_run` without evaluation),
+            so `read_run`, `load_policy` and ``purejaxppo eval`` can use the directory.
             The directory is locked while the sweep runs (one writer); a directory that
             already holds a run is refused unless ``resume`` or ``overwrite`` is given.
             Static fields run one program after another, each with its own checkpoints.
@@ -234,14 +237,18 @@ def sweep(
             result whose ``finished`` is False.
         stop_at: stop at the first checkpoint at or past this many env steps per agent
             (a long run in sittings: `resume_sweep` goes on towards ``total_timesteps``).
+        write_results: with ``run_dir``, write the finished run's results there (False:
+            the caller writes them, as the CLI does with its evaluation and GIF).
         **axes: field name → list of values (grid) or (low, high) (random).
     """
-    seed_list = _seeds(seeds)
     check_group_size(group_size, "sweep(group_size)")
-    check_axes(cfg, axes, search)
+    if run_dir is not None and checkpoint_every is None:
+        checkpoint_every = "auto"
+    chunked = _check_chunking(run_dir, checkpoint_every, resume)
+    num_agents = check_sweep_args(cfg, seeds, search, num_samples, axes, chunked)
+    seed_list = _seeds(seeds)  # after the checks: a refused count is never materialised
     static_axes = {k: list(v) for k, v in axes.items() if k in static_field_names()}
     traced_axes = {k: v for k, v in axes.items() if k not in static_axes}
-    chunked = _check_chunking(run_dir, checkpoint_every, resume)
     if resume and overwrite:
         raise ValueError("sweep: resume=True continues the run in run_dir and overwrite=True "
                          "deletes it; give one of them.")  # fmt: skip
@@ -259,9 +266,7 @@ def sweep(
         )
         values = {n: g for n, g in zip(names, grids, strict=True)}
         hyper_axes = {n: list(traced_axes[n]) for n in names}
-    elif search == "random":
-        if not isinstance(num_samples, int) or num_samples < 1:
-            raise ValueError("sweep(search='random') needs num_samples=<positive int>.")
+    else:  # "random" (check_sweep_args refused anything else)
         rng = np.random.default_rng(sample_seed)
         values = {}
         for name, (low, high) in traced_axes.items():
@@ -270,15 +275,10 @@ def sweep(
             else:
                 values[name] = rng.uniform(low, high, num_samples)
         hyper_axes = {"sample": list(range(num_samples))}
-    else:
-        raise ValueError(f"sweep(search={search!r}): use 'grid' or 'random'.")
 
-    static_combos = list(itertools.product(*static_axes.values())) or [()]
-    bases = [cfg.replace(**dict(zip(static_axes, c, strict=True))) for c in static_combos]
-    num_agents = len(seed_list) * (num_samples if search == "random" else _count(hyper_axes))
+    bases = static_bases(cfg, axes)
     mesh = mesh_for(mesh, num_agents)
     run = dict(mesh=mesh, progress=progress, progress_every=progress_every, group_size=group_size)
-    check_host_memory(bases, num_agents, chunked)
     spec = {
         "config": config_to_json(cfg),
         "seeds": seed_list,
@@ -334,7 +334,7 @@ def sweep(
     ndim = len(hyper_axes) + 1  # before the static axes are stacked and updates padded
     diverged = stack(*[_diverged(r[1], r[0], ndim, divergence_grad_norm) for r in results])
     all_axes = {**static_axes, **hyper_axes, "seed": seed_list}
-    return SweepResult(
+    result = SweepResult(
         metrics=metrics,
         state=state,
         diverged=np.asarray(diverged),
@@ -344,6 +344,11 @@ def sweep(
         finished=finished,
         timings=timings,
     )
+    if chunked and finished and write_results and jax.process_index() == 0:
+        from ._rundir import write_run  # the run directory's writers build on this module
+
+        write_run(run_dir, result, eval_episodes=0, gif=False, overwrite=True)
+    return result
 
 
 def resume_sweep(
@@ -354,6 +359,7 @@ def resume_sweep(
     progress_every: int = 1,
     should_stop: Callable[[], bool] | None = None,
     stop_at: int | None = None,
+    write_results: bool = True,
 ) -> SweepResult:
     """Continue the checkpointed sweep in ``run_dir`` (its ``sweep.json`` gives the rest).
 
@@ -377,6 +383,7 @@ def resume_sweep(
         resume=True,
         should_stop=should_stop,
         stop_at=stop_at,
+        write_results=write_results,
         **spec["axes"],
     )
 
@@ -553,15 +560,66 @@ def read_json(path: Path, what: str) -> dict:
     return data
 
 
-def check_host_memory(bases: list[PPOConfig], num_agents: int, chunked: bool) -> None:
+def check_sweep_args(
+    cfg: PPOConfig,
+    seeds: int | Sequence[int],
+    search: str,
+    num_samples: int | None,
+    axes: dict,
+    chunked: bool,
+) -> int:
+    """Every argument of a sweep that can be checked without compiling, and whether its
+    agents' host-side arrays fit in memory: one line naming the argument, in about a second
+    even for a count far too large (no per-agent list is built first). Returns the number of
+    agents. The CLI calls it before it writes anything."""
+    if search not in ("grid", "random"):
+        raise ValueError(f"sweep(search={search!r}): use 'grid' or 'random'.")
+    if search == "random":
+        bad = not isinstance(num_samples, numbers.Integral) or isinstance(num_samples, bool)
+        if bad or num_samples < 1:
+            raise ValueError(
+                f"sweep(search='random'): num_samples={num_samples!r}; give a positive number "
+                "of samples (--num-samples N)."
+            )
+    elif num_samples is not None:
+        raise ValueError(
+            f"sweep(num_samples={num_samples!r}): it applies to search='random' (--search "
+            "random); a grid sweep trains every combination of the given lists."
+        )
+    check_axes(cfg, axes, search)
+    if isinstance(seeds, numbers.Integral) and not isinstance(seeds, bool):
+        if seeds < 1:
+            raise ValueError(f"sweep(seeds={seeds}): need at least one seed.")
+        num_seeds = int(seeds)
+    else:
+        num_seeds = len(_seeds(seeds))
+    traced = {k: v for k, v in axes.items() if k not in static_field_names()}
+    settings = num_samples if search == "random" else _count(traced)
+    num_agents = num_seeds * settings
+    check_host_memory(static_bases(cfg, axes), num_agents, chunked)
+    return num_agents
+
+
+def static_bases(cfg: PPOConfig, axes: dict) -> list[PPOConfig]:
+    """One config per combination of the swept static fields (one program each)."""
+    static = {k: list(v) for k, v in axes.items() if k in static_field_names()}
+    combos = list(itertools.product(*static.values())) or [()]
+    return [cfg.replace(**dict(zip(static, c, strict=True))) for c in combos]
+
+
+def check_host_memory(
+    bases: list[PPOConfig], num_agents: int, chunked: bool, extra_per_update: int = 0
+) -> None:
     """Refuse, before compiling, a sweep whose host-side arrays cannot fit in memory: the
     metrics of every update (10 float32 fields per agent per update: they grow with
     total_timesteps) and the agents' final states (with checkpoints: the host copy, its
-    serialisation and the file's bytes). The program's own memory is the engine's check."""
+    serialisation and the file's bytes). The program's own memory is the engine's check.
+    ``extra_per_update``: more host bytes per agent per update (PBT's schedules)."""
     from ._ppo import init_state
 
     have = int(available_bytes() * BUDGET_FRACTION)
-    metrics = sum(num_agents * b.num_updates * len(Metrics._fields) * 4 for b in bases)
+    per_update = len(Metrics._fields) * 4 + extra_per_update
+    metrics = sum(num_agents * b.num_updates * per_update for b in bases)
     if metrics > have:
         fit = have // max(1, metrics // num_agents)
         updates = sum(b.num_updates for b in bases)

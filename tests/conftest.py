@@ -58,3 +58,20 @@ def tree_equal(a, b) -> bool:
     return ta == tb and all(
         np.array_equal(x, y, equal_nan=True) for x, y in zip(la, lb, strict=True)
     )
+
+
+def cli(capsys, *args) -> tuple[int, str, str]:
+    """Run ``purejaxppo ARGS`` in this process: (exit status, stdout, stderr)."""
+    from purejaxppo._cli import main
+
+    try:
+        code = main([str(a) for a in args])
+    except SystemExit as e:  # tyro exits for --help and for flags it cannot parse
+        code = e.code
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def one_line(err: str) -> bool:
+    """A refusal as the CLI must give it: one line, naming the program."""
+    return len(err.strip().splitlines()) == 1 and err.startswith("purejaxppo")

@@ -4,18 +4,7 @@ The end-to-end commands (train, sweep, eval, bench in fresh processes) are in te
 """
 
 import pytest
-
-from purejaxppo._cli import main
-
-
-def cli(capsys, *args) -> tuple[int, str, str]:
-    """Run ``purejaxppo ARGS`` in this process: (exit status, stdout, stderr)."""
-    try:
-        code = main(list(args))
-    except SystemExit as e:  # tyro exits for --help and for flags it cannot parse
-        code = e.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
+from conftest import cli
 
 
 def test_bad_flag_value_is_a_clear_error(capsys):
@@ -58,3 +47,61 @@ def test_bench_measures_aggregate_steps_per_second():
     assert row.steps_per_s_per_agent == pytest.approx(row.steps_per_s / 2)
     with pytest.raises(ValueError, match="updates=0"):
         time_updates(SMALL, agents=1, updates=0)
+
+
+# ----------------------------------------------------------- every config field a flag ---
+def _flag_value(name: str, default):
+    """A non-default value of the field's annotated type, and the words that type it."""
+    import types
+    import typing
+
+    from purejaxppo._cli import _flag_type
+
+    kind = _flag_type(name)
+    flag = f"--{name.replace('_', '-')}"
+    if typing.get_origin(kind) in (typing.Union, types.UnionType):  # X | None: an X
+        kind = next(a for a in typing.get_args(kind) if a is not type(None))
+        if kind is bool:  # a choice of None, True, False
+            return True, [flag, "True"]
+    if kind is bool:
+        value = not bool(default)
+        return value, [f"--{name.replace('_', '-')}" if value else f"--no-{name.replace('_', '-')}"]
+    if kind is int:
+        return 7, [f"--{name.replace('_', '-')}", "7"]
+    if kind is float:
+        return 0.125, [f"--{name.replace('_', '-')}", "0.125"]
+    if kind is str:
+        return "other", [f"--{name.replace('_', '-')}", "other"]
+    if typing.get_origin(kind) is tuple:
+        return (3, 5), [f"--{name.replace('_', '-')}", "3", "5"]
+    raise AssertionError(f"PPOConfig.{name}: no test value for flag type {kind}")
+
+
+def test_every_config_field_is_a_flag_of_its_own_type():
+    """Generated from PPOConfig's own field list, so a new field cannot be missed."""
+    import dataclasses
+
+    import tyro
+
+    from purejaxppo import PPOConfig
+    from purejaxppo._cli import TrainCmd
+
+    for field in dataclasses.fields(PPOConfig):
+        value, words = _flag_value(field.name, field.default)
+        cmd = tyro.cli(TrainCmd, args=words)
+        assert getattr(cmd, field.name) == value, (field.name, words)
+
+
+def test_memory_length_is_settable_from_the_command_line():
+    import tyro
+
+    from purejaxppo._cli import TrainCmd, _config_of
+
+    cmd = tyro.cli(TrainCmd, args=["--env", "MemoryChain-bsuite", "--memory-length", "5"])
+    assert _config_of(cmd).memory_length == 5
+
+
+def test_help_shows_each_optional_fields_type(capsys):
+    code, out, _ = cli(capsys, "train", "--help")
+    assert code == 0
+    assert "--memory-length {None}|INT" in out and "--time-limit {None}|INT" in out

@@ -50,9 +50,10 @@ def test_numeric_hyperparameters_are_leaves_and_shapes_are_static():
         ({"env": "Snake-v1", "maze": "easy"}, r"maze options apply to Maze-v0 only"),
         (
             {"env": "Maze-v1"},
-            r"env='Maze-v1' is invalid: no such environment. Did you mean \['Maze-v0'",
+            r"env='Maze-v1' is invalid: no environment of that name.*"
+            r"Did you mean 'Maze-v0' \(Jumanji\)",
         ),
-        ({"env": "Snake-v2"}, r"no such environment. Did you mean \['Snake-v1'"),
+        ({"env": "Snake-v2"}, r"no environment of that name.*Did you mean 'Snake-v1' \(Jumanji\)"),
         ({"time_input": 1}, r"time_input=1 is invalid: use True or False"),
         ({"env": "CartPole-v1", "maze": "easy"}, r"maze options apply to Maze-v0 only"),
         (

@@ -11,10 +11,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import ACROSS_SHAPES, SMALL, tree_close, tree_equal
+from conftest import ACROSS_SHAPES, SMALL, cli, one_line, tree_close, tree_equal
 
 from purejaxppo import CheckpointError, PPOConfig, load_policy, sweep, write_run
-from purejaxppo._cli import main
 from purejaxppo._engine import Engine, agent_inputs, engine_for
 from purejaxppo._evaluate import evaluate, has_success
 from purejaxppo._ownership import RunDirError, RunDirWarning, claim
@@ -40,19 +39,6 @@ SMALL_FLAGS = [
     "--eval-episodes",
     "0",
 ]  # fmt: skip  (SMALL on the command line: 3 updates)
-
-
-def cli(capsys, *args) -> tuple[int, str, str]:
-    try:
-        code = main(list(args))
-    except SystemExit as e:
-        code = e.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
-def one_line(err: str) -> bool:
-    return len(err.strip().splitlines()) == 1 and err.startswith("purejaxppo")
 
 
 @pytest.fixture
@@ -337,7 +323,7 @@ def test_a_config_json_that_no_longer_matches_the_params_is_one_line(written_run
 
 def test_resume_without_or_with_a_damaged_sweep_json_is_one_line(tmp_path, capsys, no_compiling):
     code, _, err = cli(capsys, "train", "--resume", str(tmp_path))
-    assert code == 2 and one_line(err) and "sweep.json: no sweep.json" in err
+    assert code == 2 and one_line(err) and "no config.json, sweep.json or pbt.json" in err
     (tmp_path / "sweep.json").write_text('{"config": {"lr": ')
     code, _, err = cli(capsys, "train", "--resume", str(tmp_path))
     assert code == 2 and one_line(err) and "unreadable sweep.json" in err

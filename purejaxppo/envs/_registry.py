@@ -56,12 +56,43 @@ def check_env(cfg: PPOConfig) -> None:
         return
     import jumanji
 
-    registered = sorted([*jumanji.registered_environments(), *GYMNAX_ENVS])
-    if cfg.env in registered:
+    if cfg.env in jumanji.registered_environments():
         return
-    close = difflib.get_close_matches(str(cfg.env), registered, n=3, cutoff=0.5)
-    hint = f" Did you mean {close}?" if close else f" Jumanji environments: {registered}."
-    _fail("env", cfg.env, f"no such environment.{hint} Supported: {list(SUPPORTED_ENVS)}.")
+    _fail("env", cfg.env, _unknown_env(str(cfg.env), sorted(jumanji.registered_environments())))
+
+
+def _unknown_env(name: str, jumanji_names: list[str]) -> str:
+    """Why ``name`` cannot be trained: which library has it, or that none does (with the
+    closest names, each labelled with its library), and what is supported."""
+    supported = (
+        f"Supported: {list(SUPPORTED_ENVS)}, and any other Jumanji env with (multi-)discrete "
+        f"actions ({len(jumanji_names)} registered)."
+    )
+    gymnax_names = _gymnax_names()
+    if name in gymnax_names:
+        return (
+            f"gymnax has {name!r}, but purejaxppo has no adapter for it yet; the gymnax envs "
+            f"it trains are {list(GYMNAX_ENVS)}. {supported}"
+        )
+    libraries = {**{n: "Jumanji" for n in jumanji_names}, **{n: "gymnax" for n in gymnax_names}}
+    close = difflib.get_close_matches(name, list(libraries), n=3, cutoff=0.5)
+    hint = (
+        " Did you mean " + ", ".join(f"{c!r} ({libraries[c]})" for c in close) + "?"
+        if close
+        else ""
+    )
+    return f"no environment of that name in Jumanji or gymnax (Brax: 'brax/<name>').{hint} " + (
+        supported
+    )
+
+
+def _gymnax_names() -> list[str]:
+    """gymnax's registered names (its registry when installed, else this adapter's list)."""
+    try:
+        import gymnax
+    except ImportError:
+        return list(GYMNAX_ENVS)
+    return list(gymnax.registered_envs)
 
 
 def make_env(cfg: PPOConfig) -> Env:
