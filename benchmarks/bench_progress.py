@@ -21,7 +21,7 @@ CODE = """
 import json, time, io, contextlib, statistics, jax
 from purejaxppo import PPOConfig
 from purejaxppo._engine import Engine, agent_inputs
-from purejaxppo._cli import ProgressBar
+from purejaxppo.cli._progress import ProgressBar
 cfg = PPOConfig(**{cfg})
 keys, hp, _ = agent_inputs(cfg, {{}}, list(range({agents})))
 calls = []

@@ -277,6 +277,7 @@ def pbt(
     resume: bool = False,
     overwrite: bool = False,
     should_stop: Callable[[], bool] | None = None,
+    stop_at: int | None = None,
     write_results: bool = True,
     **ranges: tuple[float, float],
 ) -> PBTResult:
@@ -299,7 +300,9 @@ def pbt(
         run_dir, checkpoint_every: checkpoint every agent, the hyperparameters and the PBT
             key atomically into ``run_dir`` every ``checkpoint_every`` generations;
             ``resume`` continues from the newest intact checkpoint (bit for bit on CPU),
-            ``overwrite`` replaces a run there; ``should_stop`` is polled after each chunk.
+            ``overwrite`` replaces a run there; ``should_stop`` is polled after each chunk;
+            ``stop_at`` stops at the first checkpoint at or past this many env steps per
+            agent (a long run in sittings: `resume_pbt` goes on).
             A finished run's results are written there too (`write_pbt_run`: metrics,
             figures, summary and every agent's parameters), unless ``write_results=False``.
         **ranges: tuned traced field → ``(low, high)`` initial range and bounds (log-uniform
@@ -326,6 +329,12 @@ def pbt(
         raise ValueError("pbt: checkpoint_every=, resume= and overwrite= need run_dir=<directory>.")
     if resume and overwrite:
         raise ValueError("pbt: give resume=True or overwrite=True, not both.")
+    bad_stop = not isinstance(stop_at, int) or isinstance(stop_at, bool) or stop_at < 1
+    if stop_at is not None and (not chunked or bad_stop):
+        raise ValueError(
+            f"pbt(stop_at={stop_at!r}): give a positive number of env steps, with run_dir= "
+            "(it stops at a checkpoint)."
+        )
     updates = cfg.num_updates
     if interval >= updates:
         warnings.warn(
@@ -363,7 +372,7 @@ def pbt(
         else:
             identity, every = None, generations
         out = _run(engine, step, keys, hp, pbt_key, interval, generations, tail, every,
-                   Path(run_dir) if chunked else None, identity, should_stop)  # fmt: skip
+                   Path(run_dir) if chunked else None, identity, should_stop, stop_at)  # fmt: skip
     state, history = out
     compile_s = engine.compile_seconds - compile_before
     result = PBTResult(
@@ -395,7 +404,7 @@ class History(NamedTuple):
 
 
 def _run(engine: Engine, step, keys, hp, pbt_key, interval, generations, tail, every,
-         run_dir, identity, should_stop):  # fmt: skip
+         run_dir, identity, should_stop, stop_at=None):  # fmt: skip
     """Generations in chunks of ``every`` (one program per chunk size), checkpointed after
     each chunk when ``run_dir`` is given. Returns the final state and the `History`."""
     n, updates = len(keys), engine.cfg.num_updates
@@ -456,6 +465,9 @@ def _run(engine: Engine, step, keys, hp, pbt_key, interval, generations, tail, e
             if jax.process_index() == 0:
                 write_checkpoint(run_dir, identity, done, tree)
         if done < generations and any_process(should_stop is not None and should_stop()):
+            break
+        steps = min(done * interval, updates) * engine.cfg.batch_size  # per agent, so far
+        if done < generations and stop_at is not None and steps >= stop_at:
             break
     return engine.strip(state, n), history
 
@@ -520,6 +532,7 @@ def resume_pbt(
     progress: ProgressFn | None = None,
     progress_every: int = 1,
     should_stop: Callable[[], bool] | None = None,
+    stop_at: int | None = None,
     write_results: bool = True,
 ) -> PBTResult:
     """Continue the checkpointed PBT run in ``run_dir`` (its ``pbt.json`` gives the rest).
@@ -545,6 +558,7 @@ def resume_pbt(
         checkpoint_every=spec["checkpoint_every"],
         resume=True,
         should_stop=should_stop,
+        stop_at=stop_at,
         write_results=write_results,
         **{name: (low, high) for name, low, high, _ in step["ranges"]},
     )

@@ -62,7 +62,7 @@ def tree_equal(a, b) -> bool:
 
 def cli(capsys, *args) -> tuple[int, str, str]:
     """Run ``purejaxppo ARGS`` in this process: (exit status, stdout, stderr)."""
-    from purejaxppo._cli import main
+    from purejaxppo.cli import main
 
     try:
         code = main([str(a) for a in args])

@@ -55,7 +55,7 @@ def _flag_value(name: str, default):
     import types
     import typing
 
-    from purejaxppo._cli import _flag_type
+    from purejaxppo.cli._flags import flag_type as _flag_type
 
     kind = _flag_type(name)
     flag = f"--{name.replace('_', '-')}"
@@ -84,7 +84,7 @@ def test_every_config_field_is_a_flag_of_its_own_type():
     import tyro
 
     from purejaxppo import PPOConfig
-    from purejaxppo._cli import TrainCmd
+    from purejaxppo.cli._flags import TrainCmd
 
     for field in dataclasses.fields(PPOConfig):
         value, words = _flag_value(field.name, field.default)
@@ -95,7 +95,8 @@ def test_every_config_field_is_a_flag_of_its_own_type():
 def test_memory_length_is_settable_from_the_command_line():
     import tyro
 
-    from purejaxppo._cli import TrainCmd, _config_of
+    from purejaxppo.cli._files import config_of as _config_of
+    from purejaxppo.cli._flags import TrainCmd
 
     cmd = tyro.cli(TrainCmd, args=["--env", "MemoryChain-bsuite", "--memory-length", "5"])
     assert _config_of(cmd).memory_length == 5

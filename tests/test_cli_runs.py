@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from conftest import cli, one_line
 
-from purejaxppo._cli import main
 from purejaxppo._engine import Engine
+from purejaxppo.cli import main
 
 DATA = Path(__file__).parent / "data" / "runs-0dd128a"
 
@@ -27,6 +27,11 @@ def snapshot(run_dir: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(run_dir.iterdir()) if p.is_file()}
 
 
+#: 3 agents, 3 generations of one update each (PBT's own checkpoint after each).
+PBT_ARGS = ["pbt", *TINY, "--total-timesteps", "384", "--population", "3", "--interval", "1",
+            "--pbt.lr", "1e-4", "1e-3"]  # fmt: skip
+
+
 @pytest.fixture
 def no_compiling(monkeypatch):
     def refuse(*args, **kwargs):
@@ -37,10 +42,9 @@ def no_compiling(monkeypatch):
 
 @pytest.fixture(scope="module")
 def pbt_dir(tmp_path_factory):
-    """A finished PBT run of 3 agents, 2 generations, written by `purejaxppo pbt`."""
+    """A finished PBT run of 3 agents, 3 generations, written by `purejaxppo pbt`."""
     run_dir = tmp_path_factory.mktemp("pbt") / "run"
-    code = main(["pbt", *TINY, "--population", "3", "--interval", "1",
-                 "--pbt.lr", "1e-4", "1e-3", "--run-dir", str(run_dir)])  # fmt: skip
+    code = main(PBT_ARGS + ["--run-dir", str(run_dir)])
     assert code == 0
     return run_dir
 
@@ -345,3 +349,28 @@ def test_a_sweep_with_a_run_dir_leaves_a_usable_run_directory(tmp_path):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     write_run(run_dir, res, eval_episodes=2, gif=False)  # its own directory: evaluation added
     assert read_run(run_dir)["finished"]
+
+
+# ------------------------------------------------ the same flags in every training command ---
+def test_every_training_command_has_the_shared_run_flags():
+    import dataclasses
+
+    from purejaxppo.cli._flags import PBTCmd, RunDirFlags, SweepCmd, TrainCmd
+
+    shared = {f.name for f in dataclasses.fields(RunDirFlags)}
+    assert {"run_dir", "resume", "overwrite", "stop_at", "config", "devices"} <= shared
+    for command in (TrainCmd, SweepCmd, PBTCmd):
+        assert shared <= {f.name for f in dataclasses.fields(command)}, command
+
+
+def test_pbt_stop_at_then_resume_equals_the_uninterrupted_run(pbt_dir, tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    code, out, err = cli(capsys, *PBT_ARGS, "--stop-at", "128", "--run-dir", run_dir)
+    assert code == 0, err
+    assert "--stop-at 128: stopped at a generation" in out and not (run_dir / "params.eqx").exists()
+    code, _, err = cli(capsys, "pbt", "--resume", run_dir, "--no-progress")
+    assert code == 0, err
+    with np.load(run_dir / "metrics.npz") as a, np.load(pbt_dir / "metrics.npz") as b:
+        assert a.files == b.files
+        for name in a.files:  # one machine, the same programs: bit for bit
+            np.testing.assert_array_equal(a[name], b[name], err_msg=name)

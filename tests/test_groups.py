@@ -8,8 +8,8 @@ import pytest
 from conftest import ACROSS_SHAPES, SMALL, tree_close, tree_equal
 
 from purejaxppo import PPOConfig, default_group_size, sweep
-from purejaxppo._cli import main
 from purejaxppo._engine import CPU_ROWS_PER_GROUP, Engine, agent_inputs
+from purejaxppo.cli import main
 
 CFG = SMALL.replace(update_epochs=1)  # 4 envs: the CPU default runs 32 agents at once
 

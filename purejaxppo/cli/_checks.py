@@ -1,0 +1,76 @@
+"""The checks every training command shares, made before anything is printed, written or
+compiled, and the options they set up (the device mesh, the compilation cache)."""
+
+from __future__ import annotations
+
+#: Flags that may be given with --resume: they change how the run is shown, placed or
+#: written, never what it trains.
+RESUME_FLAGS = {
+    "resume", "progress", "no-progress", "progress-every", "eval-episodes", "gif", "no-gif",
+    "tensorboard", "no-tensorboard", "devices", "distributed", "no-distributed",
+    "coordinator-address", "num-processes", "process-id", "stop-at", "compile-cache",
+    "no-compile-cache", "compile-cache-dir",
+}  # fmt: skip
+
+
+def check_run_flags(cmd, argv: list[str]) -> None:
+    """The flags every training command shares (`RunDirFlags`) and, where the command has
+    them, train's and sweep's own: one line each, before anything is printed or compiled."""
+    if getattr(cmd, "seeds", 1) < 1:
+        raise ValueError(f"--seeds {cmd.seeds}: need at least one seed.")
+    if cmd.checkpoint_every is not None and cmd.checkpoint_every < 0:
+        raise ValueError(f"--checkpoint-every {cmd.checkpoint_every}: use 0 (off) or more.")
+    if cmd.stop_at is not None and (cmd.stop_at < 1 or cmd.checkpoint_every == 0):
+        raise ValueError(
+            f"--stop-at {cmd.stop_at}: give a positive number of env steps, without "
+            "--checkpoint-every 0 (a run stops at a checkpoint)."
+        )
+    if getattr(cmd, "eval_episodes", 0) < 0:
+        raise ValueError(f"--eval-episodes {cmd.eval_episodes}: use 0 (skip) or more.")
+    if cmd.progress_every < 1:
+        raise ValueError(f"--progress-every {cmd.progress_every}: need at least 1.")
+    if cmd.group_size is not None and cmd.group_size < 1:
+        raise ValueError(
+            f"--group-size {cmd.group_size}: need at least 1 agent per group (omit it for the "
+            "backend's default)."
+        )
+    if getattr(cmd, "tensorboard", False):
+        try:
+            import tensorboardX  # noqa: F401
+        except ImportError as e:
+            raise ValueError(
+                "--tensorboard needs tensorboardX: pip install 'purejaxppo[tb]'."
+            ) from e
+    if cmd.resume:
+        given = {a[2:].split("=")[0] for a in argv[1:] if a.startswith("--")}
+        refused = sorted(given - RESUME_FLAGS)
+        if refused:
+            flags = ", ".join(f"--{f}" for f in refused)
+            raise ValueError(
+                f"--resume continues {cmd.resume} with its own config and settings; "
+                f"{flags} would change the run and are refused. Drop them, or start a new run "
+                "(another --run-dir, or --overwrite)."
+            )
+
+
+def compile_cache(cmd) -> None:
+    """JAX's persistent compilation cache, on unless --no-compile-cache (before any compile)."""
+    if cmd.compile_cache:
+        from .._cache import enable_compilation_cache
+
+        enable_compilation_cache(cmd.compile_cache_dir)
+
+
+def mesh_of(devices: int | None):
+    import jax
+
+    from .._engine import agent_mesh
+
+    if devices is None:
+        return None
+    if devices < 1 or devices > jax.device_count():
+        raise ValueError(
+            f"--devices {devices}: this process sees {jax.device_count()} device(s); "
+            f"give 1..{jax.device_count()}."
+        )
+    return False if devices == 1 else agent_mesh(jax.devices()[:devices])
