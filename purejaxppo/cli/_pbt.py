@@ -72,15 +72,7 @@ def train_pbt(cmd: PBTCmd, argv: list[str]) -> int:
         if bar is not None:
             bar.close()
         if not res.finished:
-            why = stop.signal or f"--stop-at {cmd.stop_at}"
-            say(
-                f"{why}: stopped at a generation with a checkpoint in {run_dir}.\n"
-                f"resume with: purejaxppo pbt --resume {run_dir}",
-                main_process,
-            )
-            if stop.signal is None:
-                return 0  # stopped where asked: not a failure
-            return 130 if stop.signal == "SIGINT" else 143
+            return stop.stopped(cmd.stop_at, main_process, "a generation")
         if main_process:
             from .._pbt_run import write_pbt_run
 

@@ -77,7 +77,21 @@ class StopOnSignal:
                 self._say(f"\n{name}: stopping now; {lost}.")
                 os._exit(code)
 
-    def say(self, text: str) -> None:
+    def stopped(self, stop_at: int | None, main_process: bool, where: str) -> int:
+        """Say where an unfinished run stopped (``where``: "a chunk boundary", "a
+        generation") and how to resume it; returns the exit status (0: --stop-at)."""
+        why = self.signal or f"--stop-at {stop_at}"
+        if main_process:
+            print(
+                f"{why}: stopped at {where} with a checkpoint in {self.run_dir}.\n"
+                f"resume with: purejaxppo {self.name} --resume {self.run_dir}",
+                flush=True,
+            )
+        if self.signal is None:
+            return 0  # stopped where asked: not a failure
+        return 130 if self.signal == "SIGINT" else 143
+
+    def _say(self, text: str) -> None:
         if self._main:
             print(text, file=sys.stderr, flush=True)
 

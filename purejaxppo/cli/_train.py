@@ -117,15 +117,7 @@ def _train_in(cmd, cfg, axes, run_dir, num_agents, mesh, main_process, stop, nam
     if bar is not None:
         bar.close()
     if not result.finished:
-        why = stop.signal or f"--stop-at {cmd.stop_at}"
-        say(
-            f"{why}: stopped at a chunk boundary with a checkpoint in {run_dir}.\n"
-            f"resume with: purejaxppo {name} --resume {run_dir}",
-            main_process,
-        )
-        if stop.signal is None:
-            return 0  # stopped where asked: not a failure
-        return 130 if stop.signal == "SIGINT" else 143
+        return stop.stopped(cmd.stop_at, main_process, "a chunk boundary")
     timings = {**result.timings, "total_s": total}
     if main_process:
         from .._rundir import write_run, write_tensorboard
