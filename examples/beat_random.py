@@ -32,7 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from purejaxppo import PPOConfig, evaluate, sweep
-from purejaxppo._stats import bootstrap_ci
+from purejaxppo.stats import bootstrap_ci
 
 # One batch layout for every env: 64 envs × 128 steps, 8 minibatches of 1,024, 4 epochs,
 # advantage normalisation and gradient clipping (2048's rewards reach the hundreds).

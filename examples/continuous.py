@@ -20,7 +20,7 @@ import time
 import numpy as np
 
 from purejaxppo import PPOConfig, sweep
-from purejaxppo._sweep import final_scores
+from purejaxppo.stats import final_scores
 
 CONFIG = PPOConfig(
     env="Pendulum-v1", network="separate", conv_channels=(), mlp_widths=(64, 64),

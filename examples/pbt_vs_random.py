@@ -27,7 +27,7 @@ import warnings
 import numpy as np
 
 from purejaxppo import PPOConfig, pbt
-from purejaxppo._stats import bootstrap_ci
+from purejaxppo.stats import bootstrap_ci
 
 CARTPOLE = dict(LR=2.5e-4, NUM_ENVS=4, NUM_STEPS=128, TOTAL_TIMESTEPS=5e5, UPDATE_EPOCHS=4,
                 NUM_MINIBATCHES=4, GAMMA=0.99, GAE_LAMBDA=0.95, CLIP_EPS=0.2, ENT_COEF=0.01,

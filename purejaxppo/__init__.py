@@ -1,7 +1,7 @@
 """purejaxppo: a one-program, vmappable PPO trainer in JAX + Equinox.
 
-The names a researcher uses are here; environments are in `purejaxppo.envs`, and everything
-else is importable by its public name from its module (e.g. ``purejaxppo._stats.iqm``).
+The names a researcher uses are here; environments are in `purejaxppo.envs`, statistics over
+seeds in `purejaxppo.stats`, the command line in `purejaxppo.cli`.
 """
 
 # ruff: noqa: E402  (the CPU device count is set before anything else is imported)
@@ -10,6 +10,7 @@ from . import _cpu_devices
 _cpu_devices.at_import()  # before any JAX operation: one CPU device per core (see there)
 
 from . import envs as envs
+from . import stats as stats
 from ._cache import enable_compilation_cache as enable_compilation_cache
 from ._checkpoint import CheckpointError as CheckpointError
 from ._config import PPOConfig as PPOConfig

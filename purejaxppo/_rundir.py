@@ -511,7 +511,7 @@ def _curve_steps(result: SweepResult, steps: np.ndarray) -> dict[str, np.ndarray
 
 
 def _best_agent(result: SweepResult) -> tuple[int, ...] | None:
-    from ._sweep import final_scores
+    from .stats import final_scores
 
     scores = final_scores(np.asarray(result.metrics.episode_return), 10)
     scores = np.where(result.diverged | ~np.isfinite(scores), -np.inf, scores)

@@ -55,7 +55,7 @@ from ._engine import (
 from ._memory import BUDGET_FRACTION, available_bytes, format_bytes
 from ._ownership import claim
 from ._ppo import Metrics, RunnerState
-from ._stats import bootstrap_ci, iqm
+from .stats import bootstrap_ci, final_scores, iqm
 
 LOG_UNIFORM_FIELDS = ("lr", "adam_eps")  # random search samples these log-uniformly
 
@@ -761,14 +761,3 @@ def _py(v):
     if isinstance(v, (np.integer, int)) and not isinstance(v, bool):
         return int(v)
     return float(v) if np.ndim(v) == 0 and isinstance(v, (numbers.Real, np.floating)) else v
-
-
-def final_scores(returns: np.ndarray, last: int) -> np.ndarray:
-    """Per agent: mean return over its last ``last`` updates that finished an episode."""
-    out = np.full(returns.shape[:-1], np.nan)
-    for index in np.ndindex(*returns.shape[:-1]):
-        r = returns[index]
-        r = r[np.isfinite(r)][-last:]
-        if r.size:
-            out[index] = r.mean()
-    return out

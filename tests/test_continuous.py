@@ -223,7 +223,7 @@ def pendulum_config(updates: int) -> PPOConfig:
 @pytest.mark.timeout(900)
 def test_pendulum_learns_what_a_random_policy_cannot():
     from purejaxppo._engine import agent_inputs, engine_for
-    from purejaxppo._sweep import final_scores
+    from purejaxppo.stats import final_scores
 
     cfg = pendulum_config(50)  # 204,800 steps per agent
     res = sweep(cfg, seeds=2)

@@ -5,7 +5,7 @@ import pytest
 from scipy import stats
 
 from purejaxppo._figures import curve_band
-from purejaxppo._stats import bootstrap_ci, iqm
+from purejaxppo.stats import bootstrap_ci, iqm
 
 
 def test_iqm_is_the_mean_of_the_middle_half():
@@ -47,3 +47,12 @@ def test_bad_inputs_are_refused(bad):
         iqm(bad)
     with pytest.raises(ValueError):
         bootstrap_ci(np.ones(1))
+
+
+def test_final_scores_average_each_agents_last_updates_that_finished_an_episode():
+    from purejaxppo.stats import final_scores
+
+    nan = np.nan
+    returns = np.array([[1.0, 2.0, nan, 4.0], [nan, nan, nan, nan], [5.0, nan, 7.0, 9.0]])
+    np.testing.assert_array_equal(final_scores(returns, 2), [(2.0 + 4.0) / 2, nan, 8.0])
+    assert final_scores(returns[None], 10).shape == (1, 3)

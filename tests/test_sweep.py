@@ -8,7 +8,7 @@ import pytest
 from conftest import ACROSS_SHAPES, SMALL
 
 from purejaxppo import Metrics, PPOConfig, SweepResult, make_train, sweep
-from purejaxppo._stats import iqm
+from purejaxppo.stats import iqm
 
 pytestmark = pytest.mark.timeout(900)
 

@@ -1,4 +1,5 @@
-"""Statistics over seeds: interquartile mean and percentile-bootstrap confidence intervals.
+"""Statistics over seeds: each seed's final score, the interquartile mean, and
+percentile-bootstrap confidence intervals (public: ``from purejaxppo.stats import iqm``).
 
 Following rliable (Agarwal et al., 2021): the IQM is the mean of the middle 50 % of the
 scores (``scipy.stats.trim_mean(x, 0.25)``, as rliable computes it), and confidence intervals
@@ -46,3 +47,16 @@ def bootstrap_ci(
     stats_ = np.array([statistic(scores[i]) for i in index])
     alpha = (1.0 - confidence) / 2.0
     return float(np.quantile(stats_, alpha)), float(np.quantile(stats_, 1.0 - alpha))
+
+
+def final_scores(returns: Float[np.ndarray, "*agents U"], last: int = 10) -> np.ndarray:
+    """Per agent: the mean return over its last ``last`` updates that finished an episode
+    (NaN for an agent that never finished one): the "final return" of every summary."""
+    returns = np.asarray(returns)
+    out = np.full(returns.shape[:-1], np.nan)
+    for index in np.ndindex(*returns.shape[:-1]):
+        r = returns[index]
+        r = r[np.isfinite(r)][-last:]
+        if r.size:
+            out[index] = r.mean()
+    return out
