@@ -22,6 +22,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._errors import invalid as _fail
+
 # A maze is a name ("easy", "medium", "random") or a layout given as rows of characters.
 MazeSpec = str | tuple[str, ...] | None
 
@@ -32,8 +34,6 @@ PUREJAXRL_KEYS = (
     "ENV_NAME", "ANNEAL_LR",
 )  # fmt: skip
 
-#: Values of `PPOConfig.maze_view`.
-MAZE_VIEWS = ("full", "egocentric", "local")
 
 #: Fields that are numeric leaves of the config (traced, vmappable).
 TRACED_FIELDS = (
@@ -318,10 +318,6 @@ def _is_static(f: dataclasses.Field) -> bool:
     return bool(f.metadata.get("static", False))
 
 
-def _fail(field: str, value, fix: str):
-    raise ValueError(f"PPOConfig.{field}={value!r} is invalid: {fix}")
-
-
 def _check_recurrent(c: PPOConfig) -> None:
     """A recurrent network learns from whole env sequences; refuse what it cannot do."""
     h = c.hidden_size
@@ -396,51 +392,13 @@ def _validate(c: PPOConfig) -> None:
         _fail("network", c.network, f"use one of {list(NETWORKS)}.")
     if c.activation not in ACTIVATIONS:
         _fail("activation", c.activation, f"use one of {list(ACTIVATIONS)}.")
-    if (
-        not isinstance(c.maze_pool, numbers.Integral)
-        or isinstance(c.maze_pool, bool)
-        or (c.maze_pool < 0)
-    ):
-        _fail("maze_pool", c.maze_pool, "use a non-negative integer (0 turns the pool off).")
-    if (
-        not isinstance(c.maze_refresh, numbers.Integral)
-        or isinstance(c.maze_refresh, bool)
-        or not 1 <= c.maze_refresh <= max(c.maze_pool, 1)
-    ):
-        _fail("maze_refresh", c.maze_refresh, f"use an integer from 1 to maze_pool={c.maze_pool}.")
-    if not isinstance(c.time_input, bool):
-        _fail("time_input", c.time_input, "use True or False.")
-    if c.maze_view not in MAZE_VIEWS:
-        _fail("maze_view", c.maze_view, f"use one of {list(MAZE_VIEWS)}.")
     _check_recurrent(c)
-    if (
-        not isinstance(c.maze_window, numbers.Integral)
-        or isinstance(c.maze_window, bool)
-        or (c.maze_window < 3 or c.maze_window % 2 == 0)
-    ):
-        _fail("maze_window", c.maze_window, "use an odd integer >= 3 (the agent is at its centre).")
-    if c.maze_window != 5 and c.maze_view != "local":
-        _fail("maze_window", c.maze_window, "it applies to maze_view='local' only.")
-    if c.memory_length is not None:
-        if c.env != "MemoryChain-bsuite":
-            _fail("memory_length", c.memory_length, f"it applies to MemoryChain-bsuite only, "
-                  f"not env={c.env!r}; drop it.")  # fmt: skip
-        if not isinstance(c.memory_length, numbers.Integral) or c.memory_length < 1:
-            _fail("memory_length", c.memory_length, "use a positive integer (or None).")
-    if c.maze_view != "full" and c.env != "Maze-v0":
-        _fail("maze_view", c.maze_view, f"it applies to Maze-v0 only, not env={c.env!r}.")
     for name in ("squash_actions", "state_dependent_std"):
         if not isinstance(getattr(c, name), bool):
             _fail(name, getattr(c, name), "use True or False.")
     for name in ("normalize_obs", "normalize_reward"):
         if getattr(c, name) not in (None, True, False):
             _fail(name, getattr(c, name), "use True, False or None (None: on for continuous envs).")
-    if not isinstance(c.maze_visited, bool):
-        _fail("maze_visited", c.maze_visited, "use True or False.")
-    if c.maze_visited and c.env != "Maze-v0":
-        _fail("maze_visited", c.maze_visited, f"it applies to Maze-v0 only, not env={c.env!r}.")
-    if c.time_limit is not None and c.time_limit <= 0:
-        _fail("time_limit", c.time_limit, "it must be a positive integer or None.")
 
     def check(name, ok, fix):
         v = getattr(c, name)
@@ -474,6 +432,6 @@ def _validate(c: PPOConfig) -> None:
         check("max_grad_norm", lambda v: v > 0, "use a positive norm, or None to disable.")
     check("log_std_init", lambda v: -20 <= v <= 5, "use a log-std in [-20, 5] (0: std 1).")
 
-    from .envs import check_env  # the env subpackage owns its names and options
+    from .envs import check_env  # the env subpackage owns its names and every env option
 
     check_env(c)

@@ -131,3 +131,43 @@ def test_random_valid_configs_construct_and_invalid_ones_are_refused():
 
     valid()
     invalid()
+
+
+def test_env_options_are_checked_in_envs_alone_through_their_protocol():
+    """`envs` reads a config through `EnvOptions` and never imports the PPO config."""
+    import ast
+    import dataclasses
+    from pathlib import Path
+
+    import purejaxppo.envs as envs
+
+    for path in Path(envs.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                assert node.module != "_config", path  # `from .._config import ...`
+
+    @dataclasses.dataclass(frozen=True)
+    class Options:  # not a PPOConfig: just the fields of EnvOptions
+        env: str = "CartPole-v1"
+        maze: str | None = None
+        maze_size: tuple[int, int] = (10, 10)
+        maze_pool: int = 64
+        maze_refresh: int = 1
+        maze_view: str = "full"
+        maze_window: int = 5
+        maze_visited: bool = False
+        memory_length: int | None = None
+        brax_backend: str = "positional"
+        time_limit: int | None = None
+        time_input: bool = False
+
+        @property
+        def maze_spec(self):
+            return self.maze
+
+    envs.check_env(Options())
+    assert envs.make_env(Options()).num_actions == 2
+    with pytest.raises(ValueError, match="PPOConfig.maze_window=4 is invalid"):
+        envs.check_env(Options(env="Maze-v0", maze_view="local", maze_window=4))
+    with pytest.raises(ValueError, match="memory_length=3 is invalid: it applies to MemoryChain"):
+        envs.check_env(Options(memory_length=3))

@@ -4,7 +4,8 @@
 * `JumanjiMaze` (Maze-v0 and its layouts `EASY`, `MEDIUM`, `parse_layout`), `JumanjiEnv`
   (any other Jumanji env with (multi-)discrete actions: `ENCODERS`, `action_layout`),
   `GymnaxEnv` (`GYMNAX_ENVS`), and the `TimeInput` wrapper.
-* `make_env(cfg)` builds what a config names; `SUPPORTED_ENVS` lists the tested names.
+* `make_env(cfg)` builds what a config names (any object with the `EnvOptions` fields);
+  `check_env` checks every env option; `SUPPORTED_ENVS` lists the tested names.
 
 To get an encoded observation and mask for a `Policy` outside training::
 
@@ -26,6 +27,7 @@ from ._jumanji import flatten_observation as flatten_observation
 from ._registry import GYMNAX_ENVS as GYMNAX_ENVS
 from ._registry import JUMANJI_ENVS as JUMANJI_ENVS
 from ._registry import SUPPORTED_ENVS as SUPPORTED_ENVS
+from ._registry import EnvOptions as EnvOptions
 from ._registry import can_render as can_render
 from ._registry import check_env as check_env
 from ._registry import make_env as make_env

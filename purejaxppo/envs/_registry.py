@@ -1,20 +1,45 @@
 """Environment names: which exist, how a config's env options are checked, how envs are built.
 
 The config asks `check_env` (before anything is built or compiled) and the trainer asks
-`make_env`; neither needs to know which library an env comes from.
+`make_env`; neither needs to know which library an env comes from. Both read only the env
+options (`EnvOptions`), so this package does not depend on the PPO config: every option of
+an env is checked here and nowhere else.
 """
 
 from __future__ import annotations
 
 import difflib
-from typing import TYPE_CHECKING
+import numbers
+from typing import Protocol
 
+from .._errors import invalid as _fail
 from ._base import Env
 from ._gymnax import GymnaxEnv
 from ._wrappers import TimeInput
 
-if TYPE_CHECKING:
-    from .._config import PPOConfig
+#: Values of ``maze_view``.
+MAZE_VIEWS = ("full", "egocentric", "local")
+
+
+class EnvOptions(Protocol):
+    """The fields of a config that choose and shape its environment (`PPOConfig` has them)."""
+
+    env: str
+    maze: str | tuple[str, ...] | None
+    maze_size: tuple[int, int]
+    maze_pool: int
+    maze_refresh: int
+    maze_view: str
+    maze_window: int
+    maze_visited: bool
+    memory_length: int | None
+    brax_backend: str
+    time_limit: int | None
+    time_input: bool
+
+    @property
+    def maze_spec(self) -> str | tuple[str, ...] | None: ...
+
 
 #: gymnax environments with an adapter (gymnax 1.0 API; ``pip install purejaxppo[gymnax]``).
 GYMNAX_ENVS = (
@@ -32,12 +57,13 @@ JUMANJI_ENVS = (
 SUPPORTED_ENVS = ("Maze-v0", *JUMANJI_ENVS, *GYMNAX_ENVS, "brax/<name>")
 
 
-def check_env(cfg: PPOConfig) -> None:
+def check_env(cfg: EnvOptions) -> None:
     """Refuse a config whose env options cannot be built, in one line naming the field.
 
     Cheap (nothing is built): the config calls it at construction. A Jumanji env's action
     spec is checked when it is built (`make_env`), still before anything compiles.
     """
+    _check_options(cfg)
     if cfg.env == "Maze-v0":
         from ._layouts import resolve_maze  # imports jumanji: only when a maze is asked for
 
@@ -95,7 +121,7 @@ def _gymnax_names() -> list[str]:
     return list(gymnax.registered_envs)
 
 
-def make_env(cfg: PPOConfig) -> Env:
+def make_env(cfg: EnvOptions) -> Env:
     """The environment a config names (with ``time_input`` when asked)."""
     if cfg.env == "Maze-v0":
         from ._maze import JumanjiMaze
@@ -117,7 +143,7 @@ def make_env(cfg: PPOConfig) -> Env:
     return TimeInput(env) if cfg.time_input else env
 
 
-def can_render(cfg: PPOConfig) -> bool:
+def can_render(cfg: EnvOptions) -> bool:
     """Whether Jumanji's own renderer can draw this config's env: Jumanji envs, without
     ``time_input`` or ``maze_visited`` (rendering steps Jumanji's env, which keeps neither).
     Brax envs draw through Brax's MuJoCo renderer (needs an OpenGL context: EGL); gymnax has
@@ -125,7 +151,7 @@ def can_render(cfg: PPOConfig) -> bool:
     return cfg.env not in GYMNAX_ENVS and not cfg.time_input and not cfg.maze_visited
 
 
-def _check_brax(cfg: PPOConfig) -> None:
+def _check_brax(cfg: EnvOptions) -> None:
     from ._brax import BACKENDS, brax_names
 
     try:
@@ -143,5 +169,37 @@ def _check_brax(cfg: PPOConfig) -> None:
         _fail("brax_backend", cfg.brax_backend, f"use one of {list(BACKENDS)}.")
 
 
-def _fail(field: str, value, fix: str):
-    raise ValueError(f"PPOConfig.{field}={value!r} is invalid: {fix}")
+def _check_options(c: EnvOptions) -> None:
+    """Each option's type and range, and that it applies to the chosen env."""
+    for name, low in (("maze_pool", 0), ("maze_refresh", 1), ("maze_window", 3)):
+        v = getattr(c, name)
+        if not isinstance(v, numbers.Integral) or isinstance(v, bool) or v < low:
+            fix = {
+                "maze_pool": "use a non-negative integer (0 turns the pool off).",
+                "maze_refresh": f"use an integer from 1 to maze_pool={c.maze_pool}.",
+                "maze_window": "use an odd integer >= 3 (the agent is at its centre).",
+            }[name]
+            _fail(name, v, fix)
+    if c.maze_refresh > max(c.maze_pool, 1):
+        _fail("maze_refresh", c.maze_refresh, f"use an integer from 1 to maze_pool={c.maze_pool}.")
+    for name in ("time_input", "maze_visited"):
+        if not isinstance(getattr(c, name), bool):
+            _fail(name, getattr(c, name), "use True or False.")
+    if c.maze_view not in MAZE_VIEWS:
+        _fail("maze_view", c.maze_view, f"use one of {list(MAZE_VIEWS)}.")
+    if c.maze_window % 2 == 0:
+        _fail("maze_window", c.maze_window, "use an odd integer >= 3 (the agent is at its centre).")
+    if c.maze_window != 5 and c.maze_view != "local":
+        _fail("maze_window", c.maze_window, "it applies to maze_view='local' only.")
+    if c.memory_length is not None:
+        if c.env != "MemoryChain-bsuite":
+            _fail("memory_length", c.memory_length, f"it applies to MemoryChain-bsuite only, "
+                  f"not env={c.env!r}; drop it.")  # fmt: skip
+        if not isinstance(c.memory_length, numbers.Integral) or c.memory_length < 1:
+            _fail("memory_length", c.memory_length, "use a positive integer (or None).")
+    if c.maze_view != "full" and c.env != "Maze-v0":
+        _fail("maze_view", c.maze_view, f"it applies to Maze-v0 only, not env={c.env!r}.")
+    if c.maze_visited and c.env != "Maze-v0":
+        _fail("maze_visited", c.maze_visited, f"it applies to Maze-v0 only, not env={c.env!r}.")
+    if c.time_limit is not None and c.time_limit <= 0:
+        _fail("time_limit", c.time_limit, "it must be a positive integer or None.")
