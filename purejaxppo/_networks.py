@@ -15,12 +15,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
-
-# Forbidden actions get this logit, in the rollout *and* in the loss. It is finite on purpose:
-# with -inf, the entropy term p·log p becomes 0·(-inf) = NaN. The seed filled 1.0 in the loss
-# (defect 1), so the loss scored a different policy from the one that acted.
-MASKED_LOGIT = -1e9
+from jaxtyping import Array, Bool, Float, PRNGKeyArray
 
 
 class Conv2d(eqx.Module):
@@ -557,80 +552,3 @@ def _last_bias(net: AbstractActorCritic) -> Array:
 def network_shapes(cfg, obs_shape: tuple[int, ...], action):
     """Shapes and dtypes of ``make_network``'s parameters (nothing is computed)."""
     return jax.eval_shape(lambda: make_network(cfg, obs_shape, action, jax.random.PRNGKey(0)))
-
-
-# ---- the policy distribution -----------------------------------------------------------
-# ``dims`` describes the action: ``(A,)`` (or None) is one categorical over A actions, also
-# used for a multi-discrete action whose mask is *joint* (the env flattens it); ``(d1, ..., dk)``
-# is k independent ("factorised") categoricals whose logits and masks are concatenated, and
-# whose action is a vector of k indices. Entropy needs no ``dims``: the sum of -p·log p over
-# all concatenated entries is the sum of the factors' entropies.
-
-
-def masked_log_probs(
-    logits: Float[Array, "*B A"], mask: Bool[Array, "*B A"], dims: tuple[int, ...] | None = None
-) -> Float[Array, "*B A"]:
-    """Log-probabilities over legal actions (forbidden ones ≈ -1e9), per factor of ``dims``."""
-    x = jnp.where(mask, logits, MASKED_LOGIT)
-    if _single(dims):
-        return jax.nn.log_softmax(x, axis=-1)
-    if len(set(dims)) == 1:  # equal factors: one reshape, one kernel
-        k, d = len(dims), dims[0]
-        return jax.nn.log_softmax(x.reshape(*x.shape[:-1], k, d), axis=-1).reshape(x.shape)
-    parts = jnp.split(x, np.cumsum(dims)[:-1].tolist(), axis=-1)
-    return jnp.concatenate([jax.nn.log_softmax(p, axis=-1) for p in parts], axis=-1)
-
-
-def sample_action(
-    key: PRNGKeyArray, log_probs: Float[Array, "*B A"], dims: tuple[int, ...] | None = None
-) -> Int[Array, "*B"] | Int[Array, "*B k"]:
-    """Sample from the masked policy; a forbidden action can never win (≈ -1e9).
-
-    Returns ``(*B,)`` indices for one categorical, ``(*B, k)`` for k factors.
-    """
-    if _single(dims):
-        return jax.random.categorical(key, log_probs, axis=-1)
-    return jax.random.categorical(key, _factor_view(log_probs, dims), axis=-1)
-
-
-def greedy_action(
-    log_probs: Float[Array, "*B A"], dims: tuple[int, ...] | None = None
-) -> Int[Array, "*B"] | Int[Array, "*B k"]:
-    """The most probable legal action (per factor)."""
-    if _single(dims):
-        return jnp.argmax(log_probs, axis=-1)
-    return jnp.argmax(_factor_view(log_probs, dims), axis=-1)
-
-
-def entropy(log_probs: Float[Array, "*B A"]) -> Float[Array, "*B"]:
-    """Per-state entropy. Forbidden actions contribute exp(-1e9)·(-1e9) = 0, never NaN."""
-    return -jnp.sum(jnp.exp(log_probs) * log_probs, axis=-1)
-
-
-def take(
-    log_probs: Float[Array, "*B A"],
-    action: Int[Array, "*B"] | Int[Array, "*B k"],
-    dims: tuple[int, ...] | None = None,
-) -> Float[Array, "*B"]:
-    """log π(action): for k factors, the sum of the factors' log-probabilities."""
-    if _single(dims):
-        return jnp.take_along_axis(log_probs, action[..., None], axis=-1)[..., 0]
-    per_factor = jnp.take_along_axis(_factor_view(log_probs, dims), action[..., None], axis=-1)
-    return per_factor[..., 0].sum(-1)
-
-
-def _single(dims) -> bool:
-    return dims is None or len(dims) == 1
-
-
-def _factor_view(x: Float[Array, "*B A"], dims: tuple[int, ...]) -> Float[Array, "*B k D"]:
-    """(*B, sum(dims)) → (*B, k, max(dims)); short factors padded with MASKED_LOGIT."""
-    k, d = len(dims), max(dims)
-    if len(set(dims)) == 1:
-        return x.reshape(*x.shape[:-1], k, d)
-    parts = jnp.split(x, np.cumsum(dims)[:-1].tolist(), axis=-1)
-    pad = [(0, 0)] * (x.ndim - 1)
-    return jnp.stack(
-        [jnp.pad(p, [*pad, (0, d - p.shape[-1])], constant_values=MASKED_LOGIT) for p in parts],
-        axis=-2,
-    )

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from purejaxppo import PPOConfig, evaluate, load_policy, policy_of, sweep, write_run
-from purejaxppo._networks import masked_log_probs
+from purejaxppo._distributions import masked_log_probs
 
 pytestmark = pytest.mark.timeout(600)
 

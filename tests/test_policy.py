@@ -8,7 +8,7 @@ import pytest
 from conftest import ULP_ATOL
 
 from purejaxppo import PPOConfig, _ppo
-from purejaxppo._networks import MASKED_LOGIT, entropy, masked_log_probs, sample_action, take
+from purejaxppo._distributions import MASKED_LOGIT, entropy, masked_log_probs, sample_action, take
 from purejaxppo.envs import make_env
 
 SMALL = PPOConfig(num_envs=8, num_steps=64, minibatch_size=128, total_timesteps=512 * 2)

@@ -24,8 +24,8 @@ from purejaxppo import (
     write_run,
 )
 from purejaxppo._axes import index_of
-from purejaxppo._distributions import policy_distribution
-from purejaxppo._networks import GRUActorCritic, greedy_action, make_network, masked_log_probs
+from purejaxppo._distributions import greedy_action, masked_log_probs, policy_distribution
+from purejaxppo._networks import GRUActorCritic, make_network
 from purejaxppo.envs import Env, EnvStep, make_env
 
 pytestmark = pytest.mark.timeout(600)
