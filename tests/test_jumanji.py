@@ -6,14 +6,8 @@ import numpy as np
 import pytest
 
 from purejaxppo import PPOConfig, make_train
-from purejaxppo._networks import (
-    PerCellActorCritic,
-    entropy,
-    greedy_action,
-    masked_log_probs,
-    sample_action,
-    take,
-)
+from purejaxppo._distributions import entropy, greedy_action, masked_log_probs, sample_action, take
+from purejaxppo._networks import PerCellActorCritic
 from purejaxppo.envs import JUMANJI_ENVS
 from purejaxppo.envs._jumanji import JumanjiEnv, action_layout, flatten_observation, make_jumanji
 
