@@ -1,6 +1,9 @@
 """What a new user meets on the command line, run in this process (`main(argv)`): evaluating a
 PBT run, resuming a finished run, refusals that leave nothing behind, what the CLI says while
-it works, and run directories written by an earlier release (tests/data/runs-0dd128a)."""
+it works, and run directories written by an earlier release (tests/data/runs-0dd128a).
+
+Tests that train (end-to-end runs) are in the slow tier; the refusals, the messages and the
+readers of committed run directories are in the fast one."""
 
 import json
 import shutil
@@ -50,6 +53,7 @@ def pbt_dir(tmp_path_factory):
 
 
 # ------------------------------------------------------------------ 1. eval of a PBT run ---
+@pytest.mark.slow  # trains: an end-to-end run (the slow tier)
 def test_eval_of_a_pbt_run_scores_every_agent_with_its_final_hyperparameters(pbt_dir, capsys):
     import jax
 
@@ -72,6 +76,7 @@ def test_eval_of_a_pbt_run_scores_every_agent_with_its_final_hyperparameters(pbt
     assert [float(r[2]) for r in rows] == pytest.approx(mean, abs=5e-4)
 
 
+@pytest.mark.slow  # trains: an end-to-end run (the slow tier)
 def test_a_pbt_agent_loads_as_a_policy(pbt_dir):
     import jax
 
@@ -168,6 +173,7 @@ def test_a_late_failure_removes_the_directory_its_claim_made(tmp_path):
 
 
 # ----------------------------------------------------------- 6. what the CLI says, GIFs ---
+@pytest.mark.slow  # trains: an end-to-end run (the slow tier)
 def test_train_says_what_it_is_doing_and_records_the_resolved_maze(tmp_path, capsys):
     run_dir = tmp_path / "run"
     code, out, err = cli(
@@ -253,6 +259,7 @@ def test_eval_of_an_interrupted_run_says_how_to_finish_it(tmp_path, capsys, no_c
     assert f"purejaxppo sweep --resume {DATA / 'sweep-stopped'}" in err
 
 
+@pytest.mark.slow  # trains: an end-to-end run (the slow tier)
 def test_an_interrupted_run_of_an_earlier_release_resumes_and_then_evaluates(tmp_path, capsys):
     run_dir = tmp_path / "sweep"
     shutil.copytree(DATA / "sweep-stopped", run_dir)
@@ -303,6 +310,7 @@ def test_a_one_seed_curve_claims_no_confidence_band(tmp_path, titles_and_legends
     assert "95 % bootstrap CI" in titles_and_legends["titles"][-1]
 
 
+@pytest.mark.slow  # trains: an end-to-end run (the slow tier)
 @pytest.mark.parametrize("interval", [1, 4])
 def test_the_lineage_legend_names_exactly_the_lines_drawn(titles_and_legends, interval):
     from purejaxppo import PPOConfig, pbt
@@ -333,6 +341,7 @@ def _no_warning():
 
 
 # ------------------------------------------ 5. a sweep's run directory, usable at once ---
+@pytest.mark.slow  # trains: an end-to-end run (the slow tier)
 def test_a_sweep_with_a_run_dir_leaves_a_usable_run_directory(tmp_path):
     import jax
     from conftest import SMALL
@@ -363,6 +372,7 @@ def test_every_training_command_has_the_shared_run_flags():
         assert shared <= {f.name for f in dataclasses.fields(command)}, command
 
 
+@pytest.mark.slow  # trains: an end-to-end run (the slow tier)
 def test_pbt_stop_at_then_resume_equals_the_uninterrupted_run(pbt_dir, tmp_path, capsys):
     run_dir = tmp_path / "run"
     code, out, err = cli(capsys, *PBT_ARGS, "--stop-at", "128", "--run-dir", run_dir)

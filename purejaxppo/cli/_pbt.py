@@ -10,7 +10,7 @@ from pathlib import Path
 from ._checks import check_run_flags, compile_cache, mesh_of
 from ._files import config_of
 from ._flags import PBTCmd
-from ._progress import COMPILING, ProgressBar, env_name, say
+from ._progress import ProgressBar, compiling, env_name, say
 from ._signals import StopOnSignal
 from ._train import resumable
 
@@ -51,7 +51,7 @@ def train_pbt(cmd: PBTCmd, argv: list[str]) -> int:
             f"{jax.default_backend()} × {jax.device_count()} device(s) | run dir {run_dir}",
             main_process,
         )
-        say(COMPILING, main_process and cmd.progress)
+        say(compiling(cmd.progress), main_process)
         options = dict(mesh=mesh, progress=bar, progress_every=cmd.progress_every)
         if chunked:  # the results, with the whole sitting's timings, are written below
             options.update(should_stop=stop, write_results=False)

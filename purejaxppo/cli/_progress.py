@@ -67,7 +67,10 @@ def env_name(cfg: PPOConfig) -> str:
 
 
 #: Said between the banner and the progress bar's first update, which comes after compiling.
-COMPILING = "compiling (the progress bar starts with the first update; cached for next time) ..."
+def compiling(progress: bool) -> str:
+    """The line said between the banner and the first update (compiling takes seconds)."""
+    bar = "the progress bar starts with the first update; " if progress else ""
+    return f"compiling ({bar}cached for next time) ..."
 
 
 def say(text: str, main_process: bool) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from ._checks import check_run_flags, compile_cache, mesh_of
 from ._files import config_of
 from ._flags import SweepCmd
-from ._progress import COMPILING, ProgressBar, env_name, log, say
+from ._progress import ProgressBar, compiling, env_name, log, say
 from ._signals import StopOnSignal
 
 
@@ -92,7 +92,7 @@ def _train_in(cmd, cfg, axes, run_dir, num_agents, mesh, main_process, stop, nam
         f"device(s) | run dir {run_dir}",
         main_process,
     )
-    say(COMPILING, main_process and cmd.progress)
+    say(compiling(cmd.progress), main_process)
     chunked = stop.run_dir is not None
     options = dict(mesh=mesh, progress=bar, progress_every=cmd.progress_every)
     if chunked:  # the results, with evaluation and the GIF, are written below
