@@ -249,6 +249,8 @@ def describe(run_dir: str | Path) -> RunInfo:
     line (not a run directory, or a damaged file). The CLI reads run directories only
     through this and the loaders below."""
     path = Path(run_dir)
+    if not path.is_dir():
+        raise CheckpointError(f"{path}: no such directory; give the run directory to read.")
     meta = _read_config_json(path) if (path / "config.json").exists() else None
     if (path / "pbt.json").exists():
         spec = read_json(path / "pbt.json", "pbt.json")

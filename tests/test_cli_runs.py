@@ -252,6 +252,16 @@ def test_an_unknown_name_labels_each_close_match_with_its_library(capsys, no_com
 
 
 # ---------------------------------------------------------- 9. an interrupted run ---
+@pytest.mark.parametrize("command", [["eval"], ["train", "--resume"], ["pbt", "--resume"]])
+def test_a_directory_that_is_not_there_is_named(tmp_path, capsys, no_compiling, command):
+    code, _, err = cli(capsys, *command, tmp_path / "nowhere")
+    assert code == 2 and one_line(err) and "nowhere: no such directory" in err
+    assert not (tmp_path / "nowhere").exists()
+    (tmp_path / "empty").mkdir()
+    code, _, err = cli(capsys, *command, tmp_path / "empty")
+    assert code == 2 and one_line(err) and "is this a purejaxppo run directory?" in err
+
+
 def test_eval_of_an_interrupted_run_says_how_to_finish_it(tmp_path, capsys, no_compiling):
     code, _, err = cli(capsys, "eval", DATA / "sweep-stopped")
     assert code == 2 and one_line(err)
