@@ -500,31 +500,6 @@ def _checkpoint_like(engine: Engine, keys, hp, pbt_key, names: list[str], histor
     )
 
 
-def read_pbt_checkpoint(run_dir: str | Path) -> tuple[RunnerState, dict, History]:
-    """The newest intact checkpoint of the PBT run in ``run_dir``: every agent's state, its
-    current hyperparameters (field -> (population,)) and the run's `History` so far.
-
-    For PBT directories written before ``params.eqx`` was part of them (evaluation reads the
-    final agents from here)."""
-    spec = read_json(Path(run_dir) / "pbt.json", "pbt.json")
-    cfg = config_from_json(spec["config"])
-    step = spec["step"]
-    ranges = {name: (low, high) for name, low, high, _ in step["ranges"]}
-    keys, hp, pbt_key = initial_population(cfg, spec["population"], spec["seed"], ranges)
-    engine = engine_for(cfg, mesh=False)
-    generations = -(-cfg.num_updates // spec["interval"])
-    names = list(ranges)
-    like = _checkpoint_like(
-        engine, keys, hp, pbt_key, names, _empty_history(engine, keys, hp, names, generations)
-    )
-    identity = {"pbt": {k: v for k, v in spec.items() if k != "run"}, "run": spec.get("run", "")}
-    loaded = read_newest_intact(run_dir, identity, like)
-    if loaded is None:
-        raise CheckpointError(f"{run_dir}: this PBT run has no checkpoint to read.")
-    state, values, _, history = loaded
-    return state, values, history
-
-
 def resume_pbt(
     run_dir: str | Path,
     *,

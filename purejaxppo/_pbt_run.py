@@ -26,12 +26,14 @@ from pathlib import Path
 
 import numpy as np
 
-from ._checkpoint import atomic_write
+from ._checkpoint import CheckpointError, atomic_write, config_from_json, read_newest_intact
+from ._engine import engine_for
 from ._figures import curve_band
 from ._ownership import claim
-from ._pbt import PBTResult
+from ._pbt import History, PBTResult, _checkpoint_like, _empty_history, initial_population
+from ._ppo import RunnerState
 from ._rundir import resolved_config_json, write_params
-from ._sweep import LOG_UNIFORM_FIELDS
+from ._sweep import LOG_UNIFORM_FIELDS, read_json
 
 
 def write_pbt_run(run_dir: str | Path, res: PBTResult, timings: dict) -> str:
@@ -204,3 +206,28 @@ def _lineage(res: PBTResult, best) -> bytes:
     ax.set_title(title, fontsize=9)
     ax.legend(handles=handles, fontsize=7)
     return _png(fig)
+
+
+def read_pbt_checkpoint(run_dir: str | Path) -> tuple[RunnerState, dict, History]:
+    """The newest intact checkpoint of the PBT run in ``run_dir``: every agent's state, its
+    current hyperparameters (field -> (population,)) and the run's `History` so far.
+
+    For PBT directories written before ``params.eqx`` was part of them (evaluation reads the
+    final agents from here)."""
+    spec = read_json(Path(run_dir) / "pbt.json", "pbt.json")
+    cfg = config_from_json(spec["config"])
+    step = spec["step"]
+    ranges = {name: (low, high) for name, low, high, _ in step["ranges"]}
+    keys, hp, pbt_key = initial_population(cfg, spec["population"], spec["seed"], ranges)
+    engine = engine_for(cfg, mesh=False)
+    generations = -(-cfg.num_updates // spec["interval"])
+    names = list(ranges)
+    like = _checkpoint_like(
+        engine, keys, hp, pbt_key, names, _empty_history(engine, keys, hp, names, generations)
+    )
+    identity = {"pbt": {k: v for k, v in spec.items() if k != "run"}, "run": spec.get("run", "")}
+    loaded = read_newest_intact(run_dir, identity, like)
+    if loaded is None:
+        raise CheckpointError(f"{run_dir}: this PBT run has no checkpoint to read.")
+    state, values, _, history = loaded
+    return state, values, history

@@ -342,7 +342,7 @@ def load_agents(run_dir: str | Path) -> list[tuple[AbstractActorCritic, RunningS
     meta = read_run(run_dir)
     cfg, axes = meta["config"], meta["axes"]
     if meta.get("kind") == "pbt" and not (Path(run_dir) / "params.eqx").exists():
-        from ._pbt import read_pbt_checkpoint  # a PBT run from before params.eqx
+        from ._pbt_run import read_pbt_checkpoint  # a PBT run from before params.eqx
 
         state, _, _ = read_pbt_checkpoint(run_dir)
         return [(state.params, state.obs_norm)]
