@@ -26,13 +26,12 @@ agent, and ``local-gru`` the same with a recurrent policy (GRU of 256).
 import argparse
 import json
 import time
-from pathlib import Path
 
 import jax
 import numpy as np
 
 from purejaxppo import PPOConfig, evaluate, resume_sweep, sweep
-from purejaxppo._checkpoint import config_from_json
+from purejaxppo.rundir import describe
 
 PRESETS = {
     "seed": {},
@@ -74,8 +73,7 @@ def main() -> None:
     base = PPOConfig(maze="random", **PRESETS[args.preset])
     cfg = base.replace(total_timesteps=args.steps // base.batch_size * base.batch_size)
     if args.resume:  # the run directory's own config and chunking, whatever the flags say
-        stored = json.loads((Path(args.run_dir) / "sweep.json").read_text())
-        cfg = config_from_json(stored["config"])
+        cfg = describe(args.run_dir).config
     t0 = time.perf_counter()
     if args.resume:
         res = resume_sweep(args.run_dir, stop_at=args.stop_at)

@@ -1,10 +1,9 @@
 """One JAX CPU device per core, so that many agents run one program per core.
 
 XLA:CPU runs one program's small operations on about one core: one medium-maze agent barely
-speeds up from a second core, and vmapping agents together does not fill it either
-(docs/benchmarks.md, "Groups"). Split into one CPU device per core, the engine's agent axis is
-sharded over the devices like over GPUs, and each core runs its own share of the agents:
-1.6–1.7× the aggregate steps/s of one agent on a 2-core CPU, where one device gave ~1.0×.
+speeds up from a second core, and vmapping agents together does not fill it either.
+Split into one CPU device per core, the engine's agent axis is sharded over the devices like
+over GPUs, and each core runs its own share of the agents (the gain: docs/benchmarks.md).
 
 JAX fixes its CPU device count when its backends start, so this has to happen before any
 JAX operation: ``import purejaxppo`` does it (`at_import`). ``PUREJAXPPO_CPU_DEVICES=1``

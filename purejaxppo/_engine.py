@@ -43,13 +43,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
-from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
+from jaxtyping import Array, Float, Int, PRNGKeyArray
 
 from ._config import TRACED_FIELDS, PPOConfig
 from ._distributions import policy_distribution
 from ._memory import BUDGET_FRACTION, available_bytes, format_bytes, program_bytes
 from ._networks import network_shapes
 from ._ppo import Metrics, RunnerState, init_state, update_step
+from ._ppo import healthy as ppo_healthy
 from ._xla_cpu import compiler_options, unrolled_threefry
 from .envs import make_env
 
@@ -437,7 +438,7 @@ class Engine:
         def body(carry, _):
             state, healthy = carry
             state, metrics = step(state, hp)
-            healthy = healthy & _finite(metrics)
+            healthy = healthy & ppo_healthy(metrics)
             if self.progress is not None:
                 report = _aggregate(state.update[0], metrics, healthy, valid)
                 due = (state.update[0] % self.progress_every == 0) | (
@@ -531,13 +532,6 @@ def _in_groups(mapped: Callable, group: int) -> Callable:
         return jax.tree.map(lambda x: x.reshape(count * group, *x.shape[2:])[:n], out)
 
     return run
-
-
-def _finite(m: Metrics) -> Bool[Array, " A"]:
-    ok = m.skipped_steps == 0
-    for x in (m.policy_loss, m.value_loss, m.entropy, m.grad_norm):
-        ok &= jnp.isfinite(x)
-    return ok
 
 
 def _aggregate(update, m: Metrics, healthy, valid) -> Progress:

@@ -35,7 +35,6 @@ import dataclasses
 import json
 import numbers
 import time
-import uuid
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -48,28 +47,15 @@ import numpy as np
 from jax.sharding import Mesh
 from jaxtyping import Array, Float, Int, PRNGKeyArray
 
-from ._checkpoint import (
-    CheckpointError,
-    atomic_write,
-    checkpoints,
-    config_from_json,
-    config_to_json,
-    read_newest_intact,
-    write_checkpoint,
-)
+from ._chunks import RunFiles, check_chunking, open_run, run_chunks
 from ._config import INIT_ONLY_FIELDS, TRACED_FIELDS, PPOConfig, static_field_names
-from ._engine import (
-    Engine,
-    ProgressFn,
-    any_process,
-    batched,
-    check_group_size,
-    engine_for,
-    mesh_for,
-)
-from ._ownership import claim
-from ._ppo import Metrics, RunnerState
-from ._sweep import LOG_UNIFORM_FIELDS, check_host_memory, read_json
+from ._engine import Engine, ProgressFn, check_group_size, engine_for, mesh_for
+from ._ppo import Metrics, RunnerState, healthy
+from ._results import History, PBTResult
+from ._search import LOG_UNIFORM_FIELDS, check_pbt_memory, check_range, initial_population
+from .rundir import write_pbt_run
+from .rundir._format import config_from_json, config_to_json, read_json
+from .rundir._pbt import checkpoint_like, empty_history
 
 EXPLOITS = ("truncation",)
 EXPLORES = ("perturb",)
@@ -165,95 +151,8 @@ def fitness_of(metrics: Metrics, divergence_grad_norm: float = 1e6) -> Float[Arr
     ret = jnp.asarray(metrics.episode_return)
     has = jnp.isfinite(ret)
     mean = jnp.sum(jnp.where(has, ret, 0.0), -1) / jnp.maximum(jnp.sum(has, -1), 1)
-    healthy = jnp.all(jnp.asarray(metrics.skipped_steps) == 0, -1)
-    for x in (metrics.policy_loss, metrics.value_loss, metrics.entropy, metrics.grad_norm):
-        healthy &= jnp.all(jnp.isfinite(jnp.asarray(x)), -1)
-    healthy &= jnp.all(jnp.asarray(metrics.grad_norm) <= divergence_grad_norm, -1)
-    return jnp.where(healthy & jnp.any(has, -1), mean, -jnp.inf)
-
-
-@dataclasses.dataclass(frozen=True)
-class PBTAgent:
-    """One agent of a PBT run with its whole history."""
-
-    index: int
-    config: PPOConfig  # the hyperparameters it ended with
-    state: RunnerState
-    metrics: Metrics  # leading axis: update; along its ancestry
-    hyperparameters: dict  # field -> (update,): its schedule along its ancestry
-    ancestry: list  # (generation, agent) whose state it ran in each generation, first to last
-    fitness: float  # over the last interval
-
-
-@dataclasses.dataclass(frozen=True)
-class PBTResult:
-    """A PBT run. ``metrics`` leaves and ``hyperparameters`` values are ``(population,
-    update)``; ``lineage`` is ``(population, generation)``: the agent whose state agent ``i``
-    started generation ``g`` from (column 0: itself); ``fitness`` is ``(population,
-    generation)``, each generation's fitness (the last one's over its final ``interval``
-    updates). ``timings``: ``compile_s`` and ``run_s`` of this call."""
-
-    metrics: Metrics
-    state: RunnerState
-    hyperparameters: dict
-    lineage: np.ndarray
-    fitness: np.ndarray
-    config: PPOConfig
-    interval: int
-    finished: bool = True
-    timings: dict = dataclasses.field(default_factory=dict)
-
-    @property
-    def population(self) -> int:
-        return self.lineage.shape[0]
-
-    def best(self) -> PBTAgent:
-        """The agent with the best fitness at the end (lowest index on a tie)."""
-        return self.agent(int(np.argmax(self.fitness[:, -1])))
-
-    def agent(self, i: int) -> PBTAgent:
-        """Agent ``i`` with its ancestry, and its history along that ancestry: in each
-        generation, the metrics and hyperparameters of the agent whose state it continues
-        (the schedule that made its final parameters)."""
-        ancestry, who = [], i
-        for g in range(self.lineage.shape[1] - 1, -1, -1):
-            ancestry.append((g, who))
-            who = int(self.lineage[who, g])
-        ancestry = ancestry[::-1]
-        rows = np.repeat([a for _, a in ancestry], self.interval)[: self.num_updates]
-        cols = np.arange(self.num_updates)
-        hp = {k: v[rows, cols] for k, v in self.hyperparameters.items()}
-        final = {k: float(v[i, -1]) for k, v in self.hyperparameters.items()}
-        return PBTAgent(
-            index=i,
-            config=self.config.replace(**final),
-            state=jax.tree.map(lambda x: x[i], self.state),
-            metrics=jax.tree.map(lambda x: np.asarray(x)[rows, cols], self.metrics),
-            hyperparameters=hp,
-            ancestry=ancestry,
-            fitness=float(self.fitness[i, -1]),
-        )
-
-    @property
-    def num_updates(self) -> int:
-        return self.metrics.episode_return.shape[1]
-
-
-def initial_population(
-    cfg: PPOConfig, population: int, seed: int, ranges: dict
-) -> tuple[PRNGKeyArray, PPOConfig, PRNGKeyArray]:
-    """The agents' keys and initial hyperparameters, and the PBT key (see the module doc)."""
-    agents_key, pbt_key = jax.random.split(jax.random.PRNGKey(seed))
-    keys = np.asarray(jax.random.split(agents_key, population))
-    rng = np.random.default_rng(seed)
-    values = {}
-    for name, (low, high) in ranges.items():
-        if name in LOG_UNIFORM_FIELDS:
-            values[name] = np.exp(rng.uniform(np.log(low), np.log(high), population))
-        else:
-            values[name] = rng.uniform(low, high, population)
-    hp = batched(cfg.traced(), population)
-    return keys, hp.batched(**{k: v.astype(np.float32) for k, v in values.items()}), pbt_key
+    ok = jnp.all(healthy(metrics, divergence_grad_norm), -1)
+    return jnp.where(ok & jnp.any(has, -1), mean, -jnp.inf)
 
 
 def pbt(
@@ -317,24 +216,11 @@ def pbt(
     check_group_size(group_size, "pbt(group_size)")
     if not isinstance(seed, numbers.Integral) or isinstance(seed, bool):
         raise ValueError(f"pbt(seed={seed!r}): need an int.")
-    chunked = run_dir is not None
+    chunked = check_chunking(
+        "pbt", run_dir, checkpoint_every, resume, overwrite, stop_at, unit="generations",
+        auto=False,
+    )  # fmt: skip
     check_pbt_memory(cfg, population, ranges, chunked)
-    bad_every = not isinstance(checkpoint_every, int) or isinstance(checkpoint_every, bool)
-    if chunked and (bad_every or checkpoint_every < 1):
-        raise ValueError(
-            f"pbt(run_dir=...): checkpoint_every={checkpoint_every!r}; give a positive int "
-            "(generations per chunk and checkpoint)."
-        )
-    if not chunked and (checkpoint_every is not None or resume or overwrite):
-        raise ValueError("pbt: checkpoint_every=, resume= and overwrite= need run_dir=<directory>.")
-    if resume and overwrite:
-        raise ValueError("pbt: give resume=True or overwrite=True, not both.")
-    bad_stop = not isinstance(stop_at, int) or isinstance(stop_at, bool) or stop_at < 1
-    if stop_at is not None and (not chunked or bad_stop):
-        raise ValueError(
-            f"pbt(stop_at={stop_at!r}): give a positive number of env steps, with run_dir= "
-            "(it stops at a checkpoint)."
-        )
     updates = cfg.num_updates
     if interval >= updates:
         warnings.warn(
@@ -343,7 +229,6 @@ def pbt(
             stacklevel=2,
         )
     generations = -(-updates // interval)
-    tail = updates - (generations - 1) * interval  # the last generation: no step after it
     keys, hp, pbt_key = initial_population(cfg, population, int(seed), ranges)
     engine = engine_for(
         cfg,
@@ -361,19 +246,16 @@ def pbt(
         "checkpoint_every": checkpoint_every,
         "step": json.loads(json.dumps(dataclasses.asdict(step))),  # tuples as JSON lists
     }
-    owner = contextlib.nullcontext()
-    if chunked and jax.process_index() == 0:
-        owner = claim(run_dir, "resume" if resume else "overwrite" if overwrite else "new")
+    files = contextlib.nullcontext()
+    if chunked:
+        files = open_run(run_dir, "pbt", spec, resume=resume, overwrite=overwrite)
     compile_before, t0 = engine.compile_seconds, time.perf_counter()
-    with owner:
-        if chunked:
-            identity = {"pbt": spec, "run": _start_or_check(Path(run_dir), spec, resume)}
-            every = checkpoint_every
-        else:
-            identity, every = None, generations
-        out = _run(engine, step, keys, hp, pbt_key, interval, generations, tail, every,
-                   Path(run_dir) if chunked else None, identity, should_stop, stop_at)  # fmt: skip
-    state, history = out
+    with files as files:
+        state, history = _run(
+            engine, step, keys, hp, pbt_key, interval, files,
+            every=checkpoint_every if chunked else generations, should_stop=should_stop,
+            stop_at=stop_at,
+        )  # fmt: skip
     compile_s = engine.compile_seconds - compile_before
     result = PBTResult(
         metrics=history.metrics,
@@ -387,46 +269,39 @@ def pbt(
         timings={"compile_s": compile_s, "run_s": time.perf_counter() - t0 - compile_s},
     )
     if chunked and result.finished and write_results and jax.process_index() == 0:
-        from ._pbt_run import write_pbt_run  # the run directory's writers build on this module
-
         write_pbt_run(run_dir, result, result.timings)
     return result
 
 
-class History(NamedTuple):
-    """What a PBT run has recorded so far (host arrays; NaN / -1 where not yet run)."""
-
-    metrics: Metrics  # (A, U)
-    hyperparameters: dict  # field -> (A, U)
-    lineage: np.ndarray  # (A, G)
-    fitness: np.ndarray  # (A, G)
-    done: np.ndarray  # generations done (a 0-d int array, so it checkpoints with the rest)
-
-
-def _run(engine: Engine, step, keys, hp, pbt_key, interval, generations, tail, every,
-         run_dir, identity, should_stop, stop_at=None):  # fmt: skip
-    """Generations in chunks of ``every`` (one program per chunk size), checkpointed after
-    each chunk when ``run_dir`` is given. Returns the final state and the `History`."""
+def _run(
+    engine: Engine, step: PopulationStep, keys, hp, pbt_key, interval: int,
+    files: RunFiles | None, *, every: int, should_stop=None, stop_at=None,
+) -> tuple[RunnerState, History]:  # fmt: skip
+    """Generations in chunks of ``every`` (`run_chunks`; one program per chunk size), from
+    the newest intact checkpoint of ``files`` when there is one. Returns the final state and
+    the `History`."""
     n, updates = len(keys), engine.cfg.num_updates
+    generations = -(-updates // interval)
+    tail = updates - (generations - 1) * interval  # the last generation: no step after it
     names = [name for name, *_ in step.ranges]
-    history = _empty_history(engine, keys, hp, names, generations)
+    history = empty_history(engine, keys, hp, names, generations)
     loaded = None
-    if run_dir is not None and checkpoints(run_dir):
-        like = _checkpoint_like(engine, keys, hp, pbt_key, names, history)
-        loaded = read_newest_intact(run_dir, identity, like)
+    if files is not None:
+        loaded = files.newest(lambda: checkpoint_like(engine, keys, hp, pbt_key, names, history))
     if loaded is not None:
         state, values, pbt_key, history = loaded
         history = jax.tree.map(np.array, history)  # writable copies
         hp = hp.batched(**values)
     else:
         state = engine.init(keys, hp)
-    done = int(history.done)
-    while done < generations:
+
+    def advance(carry, done, size):
+        state, hp, history = carry
         if generations == 1:  # no step at all: the plain run of the initial population
             state, chunk = engine.run(state, hp, tail)
             records, count, last = None, 0, True
         else:
-            count = min(every, generations - 1 - done)  # generations with a step after them
+            count = min(size, generations - 1 - done)  # generations with a step after them
             last = done + count == generations - 1  # then the last one joins this program
             carry = PBTCarry(jnp.asarray(pbt_key), jnp.asarray(done, jnp.int32))
             state, hp_after, _, chunk, records = engine.run_generations(
@@ -456,48 +331,21 @@ def _run(engine: Engine, step, keys, hp, pbt_key, interval, generations, tail, e
             m[:, span] = c
         if done == 0:
             history.lineage[:, 0] = np.arange(n)
-        done += count + last
-        history = history._replace(done=np.asarray(done, np.int32))
-        if run_dir is not None:
-            # Every process gathers (a collective); only process 0 writes.
-            values = {k: np.asarray(getattr(hp, k)) for k in names}
-            tree = (engine.strip(state, n), values, np.asarray(pbt_key), history)
-            if jax.process_index() == 0:
-                write_checkpoint(run_dir, identity, done, tree)
-        if done < generations and any_process(should_stop is not None and should_stop()):
-            break
-        steps = min(done * interval, updates) * engine.cfg.batch_size  # per agent, so far
-        if done < generations and stop_at is not None and steps >= stop_at:
-            break
+        history = history._replace(done=np.asarray(done + count + last, np.int32))
+        return (state, hp, history), count + last
+
+    def checkpoint(carry):  # every process gathers (a collective); `RunFiles.save` writes
+        state, hp, history = carry
+        values = {k: np.asarray(getattr(hp, k)) for k in names}
+        return engine.strip(state, n), values, np.asarray(pbt_key), history
+
+    out = run_chunks(
+        (state, hp, history), done=int(history.done), total=generations, every=every,
+        advance=advance, files=files, checkpoint=checkpoint, should_stop=should_stop,
+        stop_at=stop_at, env_steps=lambda d: min(d * interval, updates) * engine.cfg.batch_size,
+    )  # fmt: skip
+    state, _, history = out.carry
     return engine.strip(state, n), history
-
-
-def _unfilled(shape: tuple[int, ...], dtype) -> np.ndarray:
-    return np.full(shape, np.nan if np.dtype(dtype).kind == "f" else 0, dtype)
-
-
-def _empty_history(engine: Engine, keys, hp, names: list[str], generations: int) -> History:
-    """A `History` with nothing run yet (NaN / -1 / 0)."""
-    n, updates = len(keys), engine.cfg.num_updates
-    _, one = engine.shapes(keys, hp)
-    return History(
-        metrics=jax.tree.map(lambda x: _unfilled((n, updates), x.dtype), one),
-        hyperparameters={k: np.full((n, updates), np.nan, np.float32) for k in names},
-        lineage=np.full((n, generations), -1, np.int32),
-        fitness=np.full((n, generations), np.nan, np.float32),
-        done=np.asarray(0, np.int32),
-    )
-
-
-def _checkpoint_like(engine: Engine, keys, hp, pbt_key, names: list[str], history: History):
-    """The template a PBT checkpoint is read into: (state, hyperparameters, PBT key, history)."""
-    like_state, _ = engine.shapes(keys, hp)
-    return (
-        jax.tree.map(lambda x: np.zeros(x.shape, x.dtype), like_state),
-        {k: np.zeros(len(keys), np.float32) for k in names},
-        np.zeros_like(np.asarray(pbt_key)),
-        history,
-    )
 
 
 def resume_pbt(
@@ -537,27 +385,6 @@ def resume_pbt(
         write_results=write_results,
         **{name: (low, high) for name, low, high, _ in step["ranges"]},
     )
-
-
-def _start_or_check(run_dir: Path, spec: dict, resume: bool) -> str:
-    """Write a new run's ``pbt.json``, or check a resumed one's; returns the run's id."""
-    path = run_dir / "pbt.json"
-    if resume:
-        stored = read_json(path, "pbt.json")
-        if {k: v for k, v in stored.items() if k != "run"} != spec:
-            raise CheckpointError(f"{run_dir}: pbt.json describes a different PBT run.")
-        return stored.get("run", "")
-    run_id = uuid.uuid4().hex
-    if jax.process_index() == 0:
-        atomic_write(path, json.dumps({**spec, "run": run_id}, indent=1).encode())
-    return run_id
-
-
-def check_pbt_memory(cfg: PPOConfig, population: int, ranges: dict, chunked: bool) -> None:
-    """Refuse, in about a second and before anything is written or compiled, a population
-    whose host-side arrays cannot fit in memory: `check_host_memory`'s metrics and states,
-    plus each tuned field's schedule (one float32 per agent per update)."""
-    check_host_memory([cfg], population, chunked, extra_per_update=4 * len(ranges))
 
 
 def check_pbt_args(
@@ -616,13 +443,7 @@ def check_pbt_args(
         if not ok:
             raise ValueError(f"pbt: {name}={r!r} must be a (low, high) range of numbers.")
         low, high = (float(v) for v in r)
-        if not low < high:
-            raise ValueError(
-                f"pbt: {name}=({low:g}, {high:g}) must be given low to high, e.g. "
-                f"({min(low, high):g}, {max(low, high):g})."
-            )
-        for v in (low, high):  # both ends must make a valid config (one line if not)
-            cfg.replace(**{name: v})
+        check_range(cfg, "pbt", name, low, high)
         checked.append((name, low, high, name in LOG_UNIFORM_FIELDS))
     return PopulationStep(
         ranges=tuple(checked),

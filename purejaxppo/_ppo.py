@@ -89,6 +89,18 @@ class Metrics(NamedTuple):
     skipped_steps: Int[Array, "*batch"]  # minibatch steps skipped for a non-finite loss/gradient
 
 
+def healthy(metrics: Metrics, divergence_grad_norm: float | None = None) -> Bool[Array, "*batch"]:
+    """Per update: no minibatch step skipped, finite losses, entropy and gradient norm, and
+    (given ``divergence_grad_norm``) a gradient norm at most that. The one test of an agent's
+    health, used by the progress line, a sweep's ``diverged`` and PBT's fitness."""
+    ok = jnp.asarray(metrics.skipped_steps) == 0
+    for x in (metrics.policy_loss, metrics.value_loss, metrics.entropy, metrics.grad_norm):
+        ok &= jnp.isfinite(jnp.asarray(x))
+    if divergence_grad_norm is not None:
+        ok &= jnp.asarray(metrics.grad_norm) <= divergence_grad_norm
+    return ok
+
+
 class LossInfo(NamedTuple):
     policy_loss: Float[Array, ""]
     value_loss: Float[Array, ""]
@@ -321,11 +333,11 @@ def forward(net: AbstractActorCritic, mb: Transition, hidden: Array | None = Non
 def shuffle(key: PRNGKeyArray, n: int) -> Int[Array, " n"]:
     """A uniformly random permutation of ``arange(n)``, by sorting random keys.
 
-    `jax.random.permutation` sorts float keys with an index payload, which XLA:CPU does about
-    5× slower than one sort of plain uint32. So the index is packed into the low bits of a
-    random uint32 and only that is sorted. Keys that share their random high bits fall back to
-    index order (with 8192 rows, 19 random bits: ~64 tied pairs per shuffle, each still a
-    valid permutation).
+    `jax.random.permutation` sorts float keys with an index payload, which XLA:CPU does much
+    more slowly than one sort of plain uint32 (docs/benchmarks.md). So the index is packed
+    into the low bits of a random uint32 and only that is sorted. Keys that share their random
+    high bits fall back to index order (with 8192 rows, 19 random bits: ~64 tied pairs per
+    shuffle, each still a valid permutation).
     """
     bits = max(1, (n - 1).bit_length())
     if bits > 24:  # keep at least 8 random bits per key
@@ -336,10 +348,8 @@ def shuffle(key: PRNGKeyArray, n: int) -> Int[Array, " n"]:
 
 
 #: Epochs per iteration of `learn`'s epoch loop. The same update either way, to float
-#: rounding (XLA fuses the two programs differently, ~1 ulp; tests/test_train.py). With 2,
-#: XLA:CPU ran one small agent's update 16–19 % faster (PureJaxRL's CartPole config), and no
-#: slower for the maze or vmapped agents (`python benchmarks/epoch_unroll.py`,
-#: docs/benchmarks.md).
+#: rounding (XLA fuses the two programs differently, ~1 ulp; tests/test_train.py). Two
+#: let XLA:CPU schedule a small agent's update better (measured in docs/benchmarks.md).
 EPOCH_UNROLL = 2
 
 

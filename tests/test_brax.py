@@ -72,7 +72,8 @@ def test_time_limit_truncates_and_resets_to_the_first_state():
 def test_a_short_brax_run_is_finite_normalised_and_drawn(tmp_path):
     from PIL import Image
 
-    from purejaxppo import sweep, write_run
+    from purejaxppo import sweep
+    from purejaxppo.rundir import write_run
 
     res = sweep(PPOConfig(**PENDULUM, time_limit=20), seeds=1)
     state, metrics = jax.tree.map(lambda x: x[0], (res.state, res.metrics))

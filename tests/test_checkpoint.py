@@ -12,16 +12,10 @@ import numpy as np
 import pytest
 from conftest import tree_equal
 
-from purejaxppo import (
-    CheckpointError,
-    PPOConfig,
-    make_train,
-    resume_sweep,
-    sweep,
-    train_with_checkpoints,
-)
-from purejaxppo._checkpoint import checkpoints
-from purejaxppo._ownership import RunDirWarning
+from purejaxppo import PPOConfig, make_train, resume_sweep, sweep, train_with_checkpoints
+from purejaxppo.rundir import CheckpointError
+from purejaxppo.rundir._format import checkpoints
+from purejaxppo.rundir._lock import RunDirWarning
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -62,6 +56,12 @@ def test_stop_and_resume_equals_uninterrupted(tmp_path, uninterrupted):
     ref_state, ref_metrics = uninterrupted
     assert tree_equal(state.params, ref_state.params)
     assert tree_equal(metrics, ref_metrics)
+
+
+def test_a_stopped_sweep_flags_no_agent_for_the_updates_it_has_not_run(tmp_path):
+    res = sweep(CFG, [3], run_dir=tmp_path, checkpoint_every=1, should_stop=lambda: True)
+    assert not res.finished and not res.diverged.any()  # its NaN-filled updates are not run
+    assert np.isnan(np.asarray(res.metrics.policy_loss)[:, 1:]).all()
 
 
 @pytest.fixture

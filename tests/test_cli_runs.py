@@ -58,7 +58,7 @@ def test_eval_of_a_pbt_run_scores_every_agent_with_its_final_hyperparameters(pbt
     import jax
 
     from purejaxppo import evaluate
-    from purejaxppo._rundir import load_agents, read_run
+    from purejaxppo.rundir import load_agents, read_run
 
     meta = read_run(pbt_dir)
     assert meta["kind"] == "pbt" and meta["axes"] == {"agent": [0, 1, 2]}
@@ -80,9 +80,9 @@ def test_eval_of_a_pbt_run_scores_every_agent_with_its_final_hyperparameters(pbt
 def test_a_pbt_agent_loads_as_a_policy(pbt_dir):
     import jax
 
-    from purejaxppo import load_policy, read_run
-    from purejaxppo._rundir import load_agents
+    from purejaxppo import load_policy
     from purejaxppo.envs import make_env
+    from purejaxppo.rundir import load_agents, read_run
 
     policy = load_policy(pbt_dir, agent=2)
     ((params, _),) = load_agents(pbt_dir)
@@ -153,7 +153,7 @@ def test_memory_refusal_names_the_count_that_fits(capsys, no_compiling, tmp_path
 
 
 def test_a_late_failure_removes_the_directory_its_claim_made(tmp_path):
-    from purejaxppo._ownership import claim
+    from purejaxppo.rundir._lock import claim
 
     made = tmp_path / "new"
     with pytest.raises(RuntimeError), claim(made, "new"):
@@ -213,6 +213,7 @@ def test_maze_gif_frames_show_the_states_walls_agent_and_target():
         assert (centre[r, c] == _MAZE_COLOURS[kind]).all(), (r, c)
 
 
+@pytest.mark.slow  # a longer check: the slow tier keeps the fast one under 5 min
 def test_a_long_episode_gif_stops_at_the_cap_and_says_the_episode_length(monkeypatch):
     import jax
 
@@ -324,7 +325,7 @@ def test_a_one_seed_curve_claims_no_confidence_band(tmp_path, titles_and_legends
 @pytest.mark.parametrize("interval", [1, 4])
 def test_the_lineage_legend_names_exactly_the_lines_drawn(titles_and_legends, interval):
     from purejaxppo import PPOConfig, pbt
-    from purejaxppo._pbt_run import _lineage
+    from purejaxppo.rundir._pbt import _lineage
 
     cfg = PPOConfig(env="CartPole-v1", num_envs=4, num_steps=32, minibatch_size=32,
                     total_timesteps=384, update_epochs=1, mlp_widths=(8,))  # fmt: skip
@@ -356,7 +357,8 @@ def test_a_sweep_with_a_run_dir_leaves_a_usable_run_directory(tmp_path):
     import jax
     from conftest import SMALL
 
-    from purejaxppo import load_policy, read_run, sweep, write_run
+    from purejaxppo import load_policy, sweep
+    from purejaxppo.rundir import read_run, write_run
 
     run_dir = tmp_path / "my-sweep"
     res = sweep(SMALL, seeds=2, lr=[3e-4, 1e-3], run_dir=run_dir)  # checkpoint_every: "auto"

@@ -4,8 +4,10 @@ import jax
 import numpy as np
 import pytest
 
-from purejaxppo import PPOConfig, evaluate, load_policy, policy_of, sweep, write_run
+from purejaxppo import PPOConfig, evaluate, load_policy, sweep
 from purejaxppo._distributions import masked_log_probs
+from purejaxppo.evaluation import policy_of
+from purejaxppo.rundir import write_run
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -81,7 +83,7 @@ def test_tensorboard_logs_aggregates_and_per_setting_curves(trained, tmp_path):
 
     from tensorboardX.proto import event_pb2
 
-    from purejaxppo._rundir import write_tensorboard
+    from purejaxppo.rundir import write_tensorboard
 
     write_tensorboard(tmp_path, trained)
     (path,) = tmp_path.glob("events.out.tfevents.*")

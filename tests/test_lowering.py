@@ -20,7 +20,8 @@ from conftest import SMALL
 
 from purejaxppo import PPOConfig
 from purejaxppo._engine import Engine, batched
-from purejaxppo._pbt import PBTCarry, check_pbt_args, initial_population
+from purejaxppo._pbt import PBTCarry, check_pbt_args
+from purejaxppo._search import initial_population
 from purejaxppo._xla_cpu import UNROLL_BELOW, unrolled_threefry
 
 pytestmark = pytest.mark.timeout(900)

@@ -13,11 +13,12 @@ import numpy as np
 import pytest
 from conftest import ACROSS_SHAPES, SMALL, cli, one_line, tree_close, tree_equal
 
-from purejaxppo import CheckpointError, PPOConfig, load_policy, sweep, write_run
+from purejaxppo import PPOConfig, load_policy, sweep
+from purejaxppo._chunks import auto_chunk, shorter_chunk
 from purejaxppo._engine import Engine, agent_inputs, engine_for
 from purejaxppo._evaluate import evaluate, has_success
-from purejaxppo._ownership import RunDirError, RunDirWarning, claim
-from purejaxppo._sweep import auto_chunk, shorter_chunk
+from purejaxppo.rundir import CheckpointError, write_run
+from purejaxppo.rundir._lock import RunDirError, RunDirWarning, claim
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -80,7 +81,7 @@ def test_overwrite_replaces_the_old_run_and_pruning_keeps_only_this_runs_files(t
 
 
 def test_a_foreign_checkpoint_is_never_pruned(tmp_path):
-    from purejaxppo._checkpoint import write_checkpoint
+    from purejaxppo.rundir._format import write_checkpoint
 
     foreign = write_checkpoint(tmp_path, {"run": "theirs"}, 9, {"x": np.zeros(1)})
     for update in (2, 3, 4):
@@ -107,7 +108,7 @@ def test_a_stale_lock_is_taken_over_with_a_warning(tmp_path):
 def test_a_second_writer_is_refused_naming_the_owner(tmp_path, capsys):
     holder = subprocess.Popen(
         [sys.executable, "-c", (
-            "import sys, time; from purejaxppo._ownership import claim\n"
+            "import sys, time; from purejaxppo.rundir._lock import claim\n"
             f"with claim({str(tmp_path)!r}, 'new'):\n"
             "    print('held', flush=True); time.sleep(60)"
         )],
@@ -160,9 +161,9 @@ def test_a_random_range_high_to_low_names_the_field(capsys, no_compiling):
 
 
 def test_a_full_disk_mid_run_is_one_line_with_a_resume_command(tmp_path, capsys, monkeypatch):
-    from purejaxppo import _sweep
+    from purejaxppo import _chunks
 
-    real, calls = _sweep.write_checkpoint, []
+    real, calls = _chunks.write_checkpoint, []
 
     def fill_up(*args, **kwargs):
         calls.append(1)
@@ -170,13 +171,13 @@ def test_a_full_disk_mid_run_is_one_line_with_a_resume_command(tmp_path, capsys,
             raise OSError(28, "No space left on device", str(tmp_path / "ckpt-00000002.eqx"))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(_sweep, "write_checkpoint", fill_up)
+    monkeypatch.setattr(_chunks, "write_checkpoint", fill_up)
     code, _, err = cli(capsys, "train", *SMALL_FLAGS, "--run-dir", str(tmp_path),
                        "--checkpoint-every", "1")  # fmt: skip
     assert code == 2 and one_line(err)
     assert "No space left on device" in err and "ckpt-00000001.eqx is intact" in err
     assert f"purejaxppo train --resume {tmp_path}" in err
-    monkeypatch.setattr(_sweep, "write_checkpoint", real)
+    monkeypatch.setattr(_chunks, "write_checkpoint", real)
     code, _, err = cli(capsys, "train", "--resume", str(tmp_path), "--no-progress",
                        "--no-gif", "--eval-episodes", "0")  # fmt: skip
     assert code == 0, err
@@ -230,6 +231,7 @@ def static_sweep_dir(tmp_path_factory):
     return run_dir, res
 
 
+@pytest.mark.slow  # a longer check: the slow tier keeps the fast one under 5 min
 def test_a_static_sweep_labels_each_programs_env_steps(static_sweep_dir):
     run_dir, res = static_sweep_dir
     with np.load(run_dir / "metrics.npz") as npz:
@@ -247,11 +249,12 @@ def test_a_static_sweep_labels_each_programs_env_steps(static_sweep_dir):
     programs = res.timings["programs"]
     assert len(programs) == 2 and programs[0]["run_s"] != programs[1]["run_s"]
     assert [r["run_s"] for r in summary] == [f"{p['run_s']:.6g}" for p in programs]
-    from purejaxppo._rundir import steps_trained
+    from purejaxppo.rundir._write import steps_trained
 
     assert steps_trained(res) == 2 * (3 * 128 + 1 * 384)  # 2 seeds, each program's own batch
 
 
+@pytest.mark.slow  # a longer check: the slow tier keeps the fast one under 5 min
 def test_success_is_reported_only_for_envs_that_define_it():
     assert has_success(SMALL)
     assert not has_success(PPOConfig(env="CartPole-v1", num_envs=4, num_steps=8,

@@ -3,7 +3,7 @@
 Every `PPOConfig` field is a flag (``--lr 1e-3``, ``--maze easy``, ``--mlp-widths 64 64``),
 documented in ``--help`` from the field's docstring; ``--config FILE.yaml|json`` sets any of
 them from a file (flags given on the command line win). ``train`` and ``sweep`` write a run
-directory (see `purejaxppo._rundir`), ``pbt`` a PBT run directory (`purejaxppo._pbt_run`);
+directory (see `purejaxppo.rundir`), ``pbt`` a PBT run directory (`purejaxppo.rundir`);
 ``eval RUN_DIR`` evaluates it; ``bench`` prints a table
 of compile time and steps/s at several agent counts (``--suite gpu`` for the GPU benchmark).
 """
@@ -60,7 +60,7 @@ def _one_line_warnings():
     """Our own warnings (a damaged checkpoint skipped, a stale lock) as one line each."""
     import warnings
 
-    from .._ownership import RunDirWarning
+    from ..rundir._lock import RunDirWarning
 
     old = warnings.showwarning
 

@@ -19,8 +19,8 @@ def evaluate_run(cmd: EvalCmd) -> int:
     from .._distributions import policy_distribution
     from .._evaluate import evaluate, has_success, policy_of
     from .._figures import write_gif
-    from .._rundir import load_agents, read_run
     from ..envs import make_env
+    from ..rundir import load_agents, read_run
 
     if cmd.episodes < 1:
         raise ValueError(f"--episodes {cmd.episodes}: need at least one.")
@@ -64,7 +64,7 @@ def evaluate_run(cmd: EvalCmd) -> int:
         index = flat_index(axes, i)
         program, local = split_program(axes, index)
         path = Path(cmd.run_dir) / cmd.gif  # a relative name lands in the run directory
-        from .._ownership import claim
+        from ..rundir._lock import claim
 
         c = cfg.replace(**static_setting(axes, index))
         params, norm = agents[program]

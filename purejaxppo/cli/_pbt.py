@@ -19,8 +19,9 @@ def train_pbt(cmd: PBTCmd, argv: list[str]) -> int:
     """``purejaxppo pbt``: every argument checked (exit 2) before anything compiles."""
     import jax
 
-    from .._ownership import claim
-    from .._pbt import check_pbt_args, check_pbt_memory, pbt, resume_pbt
+    from .._pbt import check_pbt_args, pbt, resume_pbt
+    from .._search import check_pbt_memory
+    from ..rundir._lock import claim
 
     check_run_flags(cmd, argv)
     if cmd.resume:
@@ -74,7 +75,7 @@ def train_pbt(cmd: PBTCmd, argv: list[str]) -> int:
         if not res.finished:
             return stop.stopped(cmd.stop_at, main_process, "a generation")
         if main_process:
-            from .._pbt_run import write_pbt_run
+            from ..rundir import write_pbt_run
 
             timings = {**res.timings, "total_s": time.perf_counter() - t0}
             print(write_pbt_run(run_dir, res, timings))

@@ -29,8 +29,8 @@ def train(cmd, argv: list[str]) -> int:
     if cmd.distributed:
         jax.distributed.initialize(cmd.coordinator_address, cmd.num_processes, cmd.process_id)
     compile_cache(cmd)
-    from .._ownership import claim
-    from .._sweep import check_sweep_args
+    from .._search import check_sweep_args
+    from ..rundir._lock import claim
 
     axes = {}
     if cmd.resume:
@@ -61,7 +61,7 @@ def resumable(run_dir: str, command: str):
 
     A finished run is left exactly as it is: its results and timings stay those it recorded.
     """
-    from .._rundir import describe
+    from ..rundir import describe
 
     info = describe(run_dir)
     if (info.kind == "pbt") != (command == "pbt"):
@@ -120,7 +120,7 @@ def _train_in(cmd, cfg, axes, run_dir, num_agents, mesh, main_process, stop, nam
         return stop.stopped(cmd.stop_at, main_process, "a chunk boundary")
     timings = {**result.timings, "total_s": total}
     if main_process:
-        from .._rundir import write_run, write_tensorboard
+        from ..rundir import write_run, write_tensorboard
 
         try:
             rows = write_run(
@@ -137,7 +137,7 @@ def _train_in(cmd, cfg, axes, run_dir, num_agents, mesh, main_process, stop, nam
 
 def _write_failure(e: OSError, run_dir: Path, name: str, chunked: bool) -> str:
     """One line for a write that failed mid-run (a full disk, a vanished mount)."""
-    from .._checkpoint import checkpoints
+    from ..rundir._format import checkpoints
 
     where = e.filename or run_dir
     found = checkpoints(run_dir) or sorted(Path(run_dir).glob("ckpt-p*.eqx"))
@@ -160,7 +160,7 @@ def _print_summary(cfg, result, rows, timings, run_dir) -> None:
     n = int(np.prod(result.shape))
     print(f"  agents                            {n}")
     print(f"  env steps per agent               {cfg.total_timesteps:,}")
-    from .._rundir import steps_trained
+    from ..rundir._write import steps_trained
 
     if timings["run_s"] > 0:
         steps = steps_trained(result) / timings["run_s"]

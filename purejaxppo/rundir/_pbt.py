@@ -24,16 +24,17 @@ import io
 import json
 from pathlib import Path
 
+import jax
 import numpy as np
 
-from ._checkpoint import CheckpointError, atomic_write, config_from_json, read_newest_intact
-from ._engine import engine_for
-from ._figures import curve_band
-from ._ownership import claim
-from ._pbt import History, PBTResult, _checkpoint_like, _empty_history, initial_population
-from ._ppo import RunnerState
-from ._rundir import resolved_config_json, write_params
-from ._sweep import LOG_UNIFORM_FIELDS, read_json
+from .._engine import Engine, engine_for
+from .._figures import curve_band
+from .._ppo import RunnerState
+from .._results import History, PBTResult, unfilled
+from .._search import LOG_UNIFORM_FIELDS, initial_population
+from ._format import CheckpointError, atomic_write, config_from_json, read_json, read_newest_intact
+from ._lock import claim
+from ._write import resolved_config_json, write_params
 
 
 def write_pbt_run(run_dir: str | Path, res: PBTResult, timings: dict) -> str:
@@ -222,8 +223,8 @@ def read_pbt_checkpoint(run_dir: str | Path) -> tuple[RunnerState, dict, History
     engine = engine_for(cfg, mesh=False)
     generations = -(-cfg.num_updates // spec["interval"])
     names = list(ranges)
-    like = _checkpoint_like(
-        engine, keys, hp, pbt_key, names, _empty_history(engine, keys, hp, names, generations)
+    like = checkpoint_like(
+        engine, keys, hp, pbt_key, names, empty_history(engine, keys, hp, names, generations)
     )
     identity = {"pbt": {k: v for k, v in spec.items() if k != "run"}, "run": spec.get("run", "")}
     loaded = read_newest_intact(run_dir, identity, like)
@@ -231,3 +232,27 @@ def read_pbt_checkpoint(run_dir: str | Path) -> tuple[RunnerState, dict, History
         raise CheckpointError(f"{run_dir}: this PBT run has no checkpoint to read.")
     state, values, _, history = loaded
     return state, values, history
+
+
+def empty_history(engine: Engine, keys, hp, names: list[str], generations: int) -> History:
+    """A `History` with nothing run yet (NaN / -1 / 0)."""
+    n, updates = len(keys), engine.cfg.num_updates
+    _, one = engine.shapes(keys, hp)
+    return History(
+        metrics=jax.tree.map(lambda x: unfilled((n, updates), x.dtype), one),
+        hyperparameters={k: np.full((n, updates), np.nan, np.float32) for k in names},
+        lineage=np.full((n, generations), -1, np.int32),
+        fitness=np.full((n, generations), np.nan, np.float32),
+        done=np.asarray(0, np.int32),
+    )
+
+
+def checkpoint_like(engine: Engine, keys, hp, pbt_key, names: list[str], history: History):
+    """The template a PBT checkpoint is read into: (state, hyperparameters, PBT key, history)."""
+    like_state, _ = engine.shapes(keys, hp)
+    return (
+        jax.tree.map(lambda x: np.zeros(x.shape, x.dtype), like_state),
+        {k: np.zeros(len(keys), np.float32) for k in names},
+        np.zeros_like(np.asarray(pbt_key)),
+        history,
+    )

@@ -1,6 +1,6 @@
 """Checkpoint files: atomic writes, refusal of anything truncated, corrupted or foreign.
 
-The chunked training loop that writes them is `_sweep._run_chunked` (one agent is a one-seed
+The chunked-run driver that writes them is `_chunks.run_chunks` (one agent is a one-seed
 sweep, `train_with_checkpoints`). A run directory holds ``sweep.json`` and the last two
 checkpoints ``ckpt-<update>.eqx`` of the run (``ckpt-p<i>-<update>.eqx`` per static setting).
 
@@ -36,7 +36,7 @@ import equinox as eqx
 import jax
 import numpy as np
 
-from ._config import PPOConfig
+from .._config import PPOConfig
 
 FORMAT = "purejaxppo-checkpoint-1"
 KEEP = 2
@@ -125,7 +125,7 @@ def read_newest_intact(run_dir: str | Path, identity: dict, like, program: int |
     A truncated or corrupted newer file (a disk that filled up, a copy cut short) is skipped
     with a `RunDirWarning` naming it; a checkpoint of another run is refused outright.
     """
-    from ._ownership import RunDirWarning
+    from ._lock import RunDirWarning
 
     found = checkpoints(run_dir, program)
     for i, path in enumerate(reversed(found)):
@@ -210,3 +210,26 @@ def atomic_write(path: Path, data: bytes) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+PARAMS_FORMAT = "purejaxppo-params-1"
+
+
+def params_name(i: int, n: int) -> str:
+    """The parameter file of static program ``i`` of ``n`` (``params.eqx`` when only one)."""
+    return "params.eqx" if n == 1 else f"params-{i}.eqx"
+
+
+def read_json(path: Path, what: str) -> dict:
+    """A run directory's JSON file, or one line naming the file and what to do."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except FileNotFoundError as e:
+        raise CheckpointError(f"{path}: no {what}; is this a purejaxppo run directory?") from e
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CheckpointError(
+            f"{path}: unreadable {what} ({e}); the file is damaged: restore it from a copy."
+        ) from e
+    if not isinstance(data, dict):
+        raise CheckpointError(f"{path}: {what} is not a JSON object; the file is damaged.")
+    return data

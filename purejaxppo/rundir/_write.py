@@ -1,4 +1,4 @@
-"""The run directory: everything a CLI run (or `write_run`) leaves behind, and loaders.
+"""Writing a run directory: everything a CLI run (or `write_run`) leaves behind.
 
     config.json     the full config, the swept axes and values, seeds, timings
     metrics.npz     every per-update metric, shape (*axes, update), with labelled axes
@@ -13,45 +13,39 @@
 ``config.json`` says ``"finished": true`` only once every other file is written;
 ``params.eqx`` carries its length and SHA-256 and is refused if either does not match.
 
-`load_policy(run_dir, lr=3e-4, seed=2)` brings one agent back as a plain callable.
+The readers (`read_run`, `load_policy`, `describe`) are in `_read`.
 """
 
 from __future__ import annotations
 
 import csv
-import dataclasses
 import io
 import json
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import equinox as eqx
 import jax
 import numpy as np
 
-from ._axes import index_of, split_program, static_setting
-from ._checkpoint import (
-    CheckpointError,
+from .._axes import split_program, static_setting
+from .._config import PPOConfig, static_field_names
+from .._distributions import policy_distribution
+from .._evaluate import Policy, evaluate, has_success
+from .._figures import plot_curves, write_gif
+from .._ppo import Metrics
+from .._results import SweepResult
+from ..envs import can_render, make_env
+from ._format import (
+    PARAMS_FORMAT,
     atomic_write,
-    config_from_json,
     config_to_json,
-    read_verified,
+    params_name,
+    read_json,
     write_verified,
 )
-from ._config import PPOConfig, static_field_names
-from ._distributions import policy_distribution
-from ._evaluate import Policy, evaluate, has_success, policy_of
-from ._figures import plot_curves, write_gif
-from ._networks import AbstractActorCritic, network_shapes
-from ._normalize import RunningStats, wanted
-from ._ownership import RunDirError, RunDirWarning, claim
-from ._ppo import Metrics
-from ._sweep import SweepResult, read_json
-from .envs import can_render, make_env
-
-PARAMS_FORMAT = "purejaxppo-params-1"
+from ._lock import RunDirError, RunDirWarning, claim
 
 FILES = ("config.json", "metrics.npz", "metrics.csv", "params.eqx", "curves.png", "summary.md")
 
@@ -140,7 +134,7 @@ def write_params(run_dir: Path, params: list[tuple], config: dict, axes: dict) -
         buf = io.BytesIO()
         eqx.tree_serialise_leaves(buf, p)
         header = {"format": PARAMS_FORMAT, "config": config, "axes": axes}
-        write_verified(run_dir / _params_name(i, len(params)), header, buf.getvalue())
+        write_verified(run_dir / params_name(i, len(params)), header, buf.getvalue())
 
 
 def env_steps(result: SweepResult) -> np.ndarray:
@@ -219,162 +213,6 @@ def resolved_config_json(cfg: PPOConfig) -> dict:
     the env resolved (``maze=None`` on Maze-v0 is recorded as the maze it means), so the
     file says what ran. Reading it back gives an equivalent config."""
     return {**config_to_json(cfg), "maze": _json(cfg.maze_spec)}
-
-
-# ------------------------------------------------------------------------------- loaders ---
-@dataclasses.dataclass(frozen=True)
-class RunInfo:
-    """What a run directory holds, read from its small JSON files (nothing is loaded)."""
-
-    path: Path
-    kind: str  # "train" (seeds only), "sweep" or "pbt"
-    config: PPOConfig  # the run's base config
-    num_agents: int
-    finished: bool  # every result written (config.json says so)
-    done: int  # updates (PBT: generations) in the newest checkpoint; all of them when finished
-    total: int  # updates (PBT: generations) of the whole run
-
-    @property
-    def resume_command(self) -> str:
-        return f"purejaxppo {self.kind} --resume {self.path}"
-
-    @property
-    def progress(self) -> str:
-        unit = "generation" if self.kind == "pbt" else "update"
-        return f"{unit} {self.done} of {self.total}"
-
-
-def describe(run_dir: str | Path) -> RunInfo:
-    """What kind of run ``run_dir`` holds and how far it got, or a `CheckpointError` in one
-    line (not a run directory, or a damaged file). The CLI reads run directories only
-    through this and the loaders below."""
-    path = Path(run_dir)
-    if not path.is_dir():
-        raise CheckpointError(f"{path}: no such directory; give the run directory to read.")
-    meta = _read_config_json(path) if (path / "config.json").exists() else None
-    if (path / "pbt.json").exists():
-        spec = read_json(path / "pbt.json", "pbt.json")
-        kind, num_agents = "pbt", int(spec["population"])
-        config = _config_of(spec["config"], path / "pbt.json")
-        total = -(-config.num_updates // int(spec["interval"]))
-        # a PBT config.json is written only at the end (before 2026-12 without "finished")
-        finished = meta is not None and bool(meta.get("finished", True))
-    elif (path / "sweep.json").exists():
-        spec = read_json(path / "sweep.json", "sweep.json")
-        config = _config_of(spec["config"], path / "sweep.json")
-        kind = "sweep" if spec["axes"] else "train"
-        settings = spec["num_samples"] if spec["search"] == "random" else 1
-        for v in spec["axes"].values():
-            settings *= len(v) if spec["search"] == "grid" else 1
-        num_agents, total = len(spec["seeds"]) * settings, config.num_updates
-        finished = meta is not None and bool(meta.get("finished"))
-    elif meta is not None:  # results written by `write_run` without checkpoints
-        config, axes = meta["config"], meta.get("axes", {})
-        kind = "sweep" if set(axes) - {"seed"} else "train"
-        num_agents = int(np.prod([len(v) for v in axes.values()]))
-        total, finished = config.num_updates, bool(meta.get("finished"))
-    else:
-        raise CheckpointError(
-            f"{path}: no config.json, sweep.json or pbt.json; is this a purejaxppo run directory?"
-        )
-    done = total if finished else _newest_checkpoint_step(path)
-    return RunInfo(path, kind, config, num_agents, finished, done, total)
-
-
-def _newest_checkpoint_step(path: Path) -> int:
-    from ._checkpoint import checkpoints, header_of
-
-    steps = [header_of(p).get("update", 0) for p in checkpoints(path)]
-    return max(steps, default=0)
-
-
-def _config_of(d: dict, path: Path) -> PPOConfig:
-    try:
-        return config_from_json(d)
-    except (KeyError, TypeError, ValueError) as e:
-        raise CheckpointError(f"{path}: its config is invalid ({e}); restore the file.") from e
-
-
-def _read_config_json(path: Path) -> dict:
-    meta = read_json(path / "config.json", "config.json")
-    meta["config"] = _config_of(meta.get("config"), path / "config.json")
-    return meta
-
-
-def read_run(run_dir: str | Path) -> dict:
-    """``config.json`` of a run directory, with ``config`` as a `PPOConfig`, ``axes`` (a PBT
-    run's population is the axis ``"agent"``) and ``values`` (per-agent hyperparameters).
-
-    A run that has not finished has no ``config.json`` yet: the error says how to resume it.
-    """
-    path = Path(run_dir)
-    if not (path / "config.json").exists():
-        info = describe(path)  # raises for a directory that holds no run at all
-        raise CheckpointError(
-            f"{path} holds an interrupted {info.kind} run (checkpointed at {info.progress}), "
-            f"so it has no results yet; finish it with: {info.resume_command}"
-        )
-    meta = _read_config_json(path)
-    if "axes" not in meta and (path / "pbt.json").exists():  # PBT, written before 2026-12
-        meta.update(_legacy_pbt_meta(path, meta))
-    return meta
-
-
-def _legacy_pbt_meta(path: Path, meta: dict) -> dict:
-    """``axes`` and ``values`` of a PBT run directory from before they were recorded: the
-    population from ``pbt.json``, the final hyperparameters from ``metrics.npz``."""
-    spec = read_json(path / "pbt.json", "pbt.json")
-    with np.load(path / "metrics.npz") as npz:
-        values = {k[3:]: npz[k][:, -1].tolist() for k in npz.files if k.startswith("hp_")}
-    return {"kind": "pbt", "axes": {"agent": list(range(spec["population"]))}, "values": values}
-
-
-def load_params(run_dir: str | Path) -> list[AbstractActorCritic]:
-    """Trained parameters: one stacked network per program (static setting), each with
-    leading axes ``(*hyperparameter axes, seed)``. Each file's length and SHA-256 are
-    checked first: a truncated or altered ``params.eqx`` is refused, never loaded."""
-    return [params for params, _ in load_agents(run_dir)]
-
-
-def load_agents(run_dir: str | Path) -> list[tuple[AbstractActorCritic, RunningStats | None]]:
-    """`load_params` with each program's frozen observation statistics (None when the run
-    did not normalise observations): what `evaluate` and `Policy` need."""
-    meta = read_run(run_dir)
-    cfg, axes = meta["config"], meta["axes"]
-    if meta.get("kind") == "pbt" and not (Path(run_dir) / "params.eqx").exists():
-        from ._pbt_run import read_pbt_checkpoint  # a PBT run from before params.eqx
-
-        state, _, _ = read_pbt_checkpoint(run_dir)
-        return [(state.params, state.obs_norm)]
-    static = [len(v) for k, v in axes.items() if k in static_field_names()]
-    hyper = [len(v) for k, v in axes.items() if k not in static_field_names()]
-    combos = list(np.ndindex(*static))  # one program per static setting ([()]: one)
-    out = []
-    for i, combo in enumerate(combos):
-        c = cfg.replace(**static_setting(axes, (*combo, *[0] * len(hyper))))
-        like = _params_like(c, hyper)
-        path = Path(run_dir) / _params_name(i, len(combos))
-        _, payload = read_verified(path, PARAMS_FORMAT, "parameter file")
-        try:
-            out.append(eqx.tree_deserialise_leaves(io.BytesIO(payload), like))
-        except Exception as e:
-            raise CheckpointError(
-                f"{path} does not match config.json (the network's shapes differ: was "
-                "config.json edited?); restore config.json from the run that wrote it."
-            ) from e
-    return out
-
-
-def load_policy(run_dir: str | Path, **coords: Any) -> Policy:
-    """One agent of a run as ``policy(obs, mask, key=None) -> action``, picked by its swept
-    coordinates (``seed=2``, ``lr=3e-4``; axes of length one may be omitted)."""
-    meta = read_run(run_dir)
-    axes = meta["axes"]
-    program, local = split_program(axes, index_of(axes, coords))
-    cfg = meta["config"].replace(**static_setting(axes, index_of(axes, coords)))
-    params, obs_norm = load_agents(run_dir)[program]
-    dist = policy_distribution(cfg, make_env(cfg))
-    return policy_of(params, local, dist=dist, obs_norm=obs_norm)
 
 
 # ------------------------------------------------------------------------------ internals ---
@@ -513,7 +351,7 @@ def _curve_steps(result: SweepResult, steps: np.ndarray) -> dict[str, np.ndarray
 
 
 def _best_agent(result: SweepResult) -> tuple[int, ...] | None:
-    from .stats import final_scores
+    from ..stats import final_scores
 
     scores = final_scores(np.asarray(result.metrics.episode_return), 10)
     scores = np.where(result.diverged | ~np.isfinite(scores), -np.inf, scores)
@@ -534,19 +372,6 @@ def _params_by_program(result: SweepResult) -> list[tuple]:
         jax.tree.map(lambda x, i=idx: x[i], agents)
         for idx in np.ndindex(*result.state_static_shape)
     ]
-
-
-def _params_like(cfg: PPOConfig, batch: list[int]) -> tuple:
-    from .envs import make_env
-
-    env = make_env(cfg)
-    one = network_shapes(cfg, env.obs_shape, policy_distribution(cfg, env))
-    norm = RunningStats.init(env.obs_shape) if wanted(cfg.normalize_obs, env) else None
-    return jax.tree.map(lambda x: np.zeros((*batch, *x.shape), x.dtype), (one, norm))
-
-
-def _params_name(i: int, n: int) -> str:
-    return "params.eqx" if n == 1 else f"params-{i}.eqx"
 
 
 def _json(x):

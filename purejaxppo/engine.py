@@ -1,0 +1,16 @@
+"""Where and how agents run: the one `Engine` under `make_train`, `sweep` and `pbt`.
+
+Most users never touch it; these names are for placing agents on devices (`agent_mesh`,
+`mesh_for`), choosing how many are vmapped together (`default_group_size`), following a run
+from inside the program (`Progress`) and keeping compiled programs between processes
+(`enable_compilation_cache`). See docs/guide.md.
+"""
+
+from ._cache import enable_compilation_cache as enable_compilation_cache
+from ._engine import Engine as Engine
+from ._engine import Progress as Progress
+from ._engine import ProgressFn as ProgressFn
+from ._engine import agent_mesh as agent_mesh
+from ._engine import default_group_size as default_group_size
+from ._engine import engine_for as engine_for
+from ._engine import mesh_for as mesh_for
