@@ -17,7 +17,8 @@ pytestmark = pytest.mark.timeout(1800)
 
 CODE = """
 import json, sys, time, jax
-from purejaxppo import PPOConfig, enable_compilation_cache
+from purejaxppo import PPOConfig
+from purejaxppo.engine import enable_compilation_cache
 from purejaxppo._engine import Engine, agent_inputs
 enable_compilation_cache(sys.argv[1] if len(sys.argv) > 1 else {cache!r})
 cfg = PPOConfig()

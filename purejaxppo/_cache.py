@@ -4,7 +4,7 @@ The command line turns it on by default (``--no-compile-cache`` turns it off,
 ``--compile-cache-dir DIR`` moves it); from Python it is one call, before anything compiles:
 
     import purejaxppo
-    purejaxppo.enable_compilation_cache()      # ~/.cache/purejaxppo/xla, or a path
+    purejaxppo.engine.enable_compilation_cache()   # ~/.cache/purejaxppo/xla, or a path
 
 JAX keys each entry by the program's HLO, the compile options, the backend and the jax and
 jaxlib versions, so a cached program is the program that would have been compiled: results

@@ -68,8 +68,21 @@ def cli(capsys, *args) -> tuple[int, str, str]:
         code = main([str(a) for a in args])
     except SystemExit as e:  # tyro exits for --help and for flags it cannot parse
         code = e.code
+    finally:
+        compilation_cache_off()
     out = capsys.readouterr()
     return code, out.out, out.err
+
+
+def compilation_cache_off() -> None:
+    """Undo what an in-process CLI run did to this process: it turns JAX's persistent cache
+    on, and JAX decides once per process, so every later test's compile would be written to
+    disk too (a slow-tier session once segfaulted inside jax's executable serialisation of
+    a later test's program). Fresh processes (the subprocess tests) test the cache itself."""
+    from jax._src import compilation_cache
+
+    jax.config.update("jax_compilation_cache_dir", None)
+    compilation_cache.reset_cache()
 
 
 def one_line(err: str) -> bool:

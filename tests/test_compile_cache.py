@@ -15,7 +15,8 @@ pytestmark = pytest.mark.timeout(600)
 CODE = textwrap.dedent(
     """
     import hashlib, json, sys, jax, numpy as np
-    from purejaxppo import PPOConfig, enable_compilation_cache, make_train
+    from purejaxppo import PPOConfig, make_train
+    from purejaxppo.engine import enable_compilation_cache
     hits = []
     jax.monitoring.register_event_listener(
         lambda event, **_: hits.append(event) if event.endswith("/cache_hits") else None)

@@ -17,7 +17,8 @@ pytestmark = [pytest.mark.subprocess, pytest.mark.timeout(900)]
 PRELUDE = """
 import json, dataclasses, numpy as np, jax, jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec
-from purejaxppo import PPOConfig, sweep, resume_sweep, agent_mesh
+from purejaxppo import PPOConfig, sweep, resume_sweep
+from purejaxppo.engine import agent_mesh
 from purejaxppo._engine import Engine
 SMALL = PPOConfig(maze="medium", num_envs=4, num_steps=32, minibatch_size=64,
                   update_epochs=2, total_timesteps=384)

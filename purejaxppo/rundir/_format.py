@@ -37,6 +37,7 @@ import jax
 import numpy as np
 
 from .._config import PPOConfig
+from ._lock import RunDirWarning
 
 FORMAT = "purejaxppo-checkpoint-1"
 KEEP = 2
@@ -125,8 +126,6 @@ def read_newest_intact(run_dir: str | Path, identity: dict, like, program: int |
     A truncated or corrupted newer file (a disk that filled up, a copy cut short) is skipped
     with a `RunDirWarning` naming it; a checkpoint of another run is refused outright.
     """
-    from ._lock import RunDirWarning
-
     found = checkpoints(run_dir, program)
     for i, path in enumerate(reversed(found)):
         try:

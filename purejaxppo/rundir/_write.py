@@ -37,6 +37,7 @@ from .._figures import plot_curves, write_gif
 from .._ppo import Metrics
 from .._results import SweepResult
 from ..envs import can_render, make_env
+from ..stats import final_scores
 from ._format import (
     PARAMS_FORMAT,
     atomic_write,
@@ -351,8 +352,6 @@ def _curve_steps(result: SweepResult, steps: np.ndarray) -> dict[str, np.ndarray
 
 
 def _best_agent(result: SweepResult) -> tuple[int, ...] | None:
-    from ..stats import final_scores
-
     scores = final_scores(np.asarray(result.metrics.episode_return), 10)
     scores = np.where(result.diverged | ~np.isfinite(scores), -np.inf, scores)
     if not np.isfinite(scores).any():
