@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import cli, one_line
+from conftest import cli, compilation_cache_off, one_line
 
 from purejaxppo._engine import Engine
 from purejaxppo.cli import main
@@ -47,7 +47,10 @@ def no_compiling(monkeypatch):
 def pbt_dir(tmp_path_factory):
     """A finished PBT run of 3 agents, 3 generations, written by `purejaxppo pbt`."""
     run_dir = tmp_path_factory.mktemp("pbt") / "run"
-    code = main(PBT_ARGS + ["--run-dir", str(run_dir)])
+    try:
+        code = main(PBT_ARGS + ["--run-dir", str(run_dir)])
+    finally:
+        compilation_cache_off()
     assert code == 0
     return run_dir
 

@@ -231,7 +231,6 @@ def static_sweep_dir(tmp_path_factory):
     return run_dir, res
 
 
-@pytest.mark.slow  # a longer check: the slow tier keeps the fast one under 5 min
 def test_a_static_sweep_labels_each_programs_env_steps(static_sweep_dir):
     run_dir, res = static_sweep_dir
     with np.load(run_dir / "metrics.npz") as npz:
