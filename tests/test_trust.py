@@ -253,7 +253,6 @@ def test_a_static_sweep_labels_each_programs_env_steps(static_sweep_dir):
     assert steps_trained(res) == 2 * (3 * 128 + 1 * 384)  # 2 seeds, each program's own batch
 
 
-@pytest.mark.slow  # a longer check: the slow tier keeps the fast one under 5 min
 def test_success_is_reported_only_for_envs_that_define_it():
     assert has_success(SMALL)
     assert not has_success(PPOConfig(env="CartPole-v1", num_envs=4, num_steps=8,
