@@ -20,6 +20,7 @@ import json, sys, time, jax
 from purejaxppo import PPOConfig
 from purejaxppo.engine import enable_compilation_cache
 from purejaxppo._engine import Engine, agent_inputs
+from purejaxppo._xla_cpu import compiler_options
 enable_compilation_cache(sys.argv[1] if len(sys.argv) > 1 else {cache!r})
 cfg = PPOConfig()
 rows = {{}}
@@ -29,7 +30,7 @@ for n in (1, 64):
     t0 = time.perf_counter()
     lowered = engine.lower(keys, hp)
     t1 = time.perf_counter()
-    lowered.compile()
+    lowered.compile(compiler_options())
     t2 = time.perf_counter()
     rows[n] = dict(trace_lower_s=round(t1 - t0, 2), compile_s=round(t2 - t1, 2))
 print("RESULT " + json.dumps(rows))

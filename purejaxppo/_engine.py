@@ -35,10 +35,10 @@ from __future__ import annotations
 
 import math
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -176,7 +176,6 @@ class Engine:
         self.groups: dict = {}  # (kind, num_agents) -> agents per group the program runs
         self.num_traces = 0
         self.compile_seconds = 0.0  # time spent compiling this object's programs so far
-        self._programs: dict = {}
         self._compiled: dict = {}
 
     # ------------------------------------------------------------------------- layout ---
@@ -290,11 +289,11 @@ class Engine:
         return state, one
 
     def lower(self, keys: PRNGKeyArray, hparams: PPOConfig):
-        """The lowered whole-run program (``.compile()`` it to time compilation alone)."""
+        """The lowered whole-run program: ``.compile(compiler_options())`` (`_xla_cpu`) compiles
+        it as the engine does, to time compilation alone."""
         n = _num_agents(keys, hparams)
         keys, hparams = self._place((keys, batched(hparams, n)), n)
-        with unrolled_threefry():
-            return self._jitted("train", n, self.group_width(n)).lower(keys, hparams)
+        return self._lower("train", n, self.group_width(n), (keys, hparams))
 
     def group_width(self, num_agents: int) -> int | None:
         """Agents per group on each device for ``num_agents`` agents, before any narrowing for
@@ -321,11 +320,18 @@ class Engine:
             seconds = time.perf_counter() - t0
             self.compile_seconds += seconds
             Engine.total_compile_seconds += seconds
+        _keep_alive(self, cache_key)
         return self._compiled[cache_key]
 
     def _compile(self, kind, num_agents: int, group: int | None, args):
+        return self._lower(kind, num_agents, group, args).compile(compiler_options())
+
+    def _lower(self, kind, num_agents: int, group: int | None, args):
+        # A fresh function per program: jax's caches of its trace, lowering and executable
+        # hang on this function (weakly), so once our compiled program is dropped
+        # (`MAX_PROGRAMS`) nothing keeps the executable alive.
         with unrolled_threefry():
-            return self._jitted(kind, num_agents, group).lower(*args).compile()
+            return jax.jit(self.program(kind, num_agents, group)).lower(*args)
 
     def _fitted(self, kind, num_agents: int, args):
         """Compile ``kind``; if XLA's memory analysis says it cannot fit the device, compile
@@ -336,18 +342,18 @@ class Engine:
         width = self.group_width(num_agents)
         program = self._compile(kind, num_agents, width, args)
         have = int(available_bytes(self._device()) * BUDGET_FRACTION) // self._host_share()
-        need = program_bytes(program.compiled)
+        need = program_bytes(program)
         if need <= have:
             self.groups[(kind, num_agents)] = width or local
             return program
-        m = program.compiled.memory_analysis()
+        m = program.memory_analysis()
         temp_per_agent = m.temp_size_in_bytes / (width or local)
         fixed = need - m.temp_size_in_bytes  # inputs and outputs: grouping cannot shrink them
         group = min(int((have - fixed) // max(temp_per_agent, 1)), (width or local) - 1)
         while group >= 1:  # the estimate is linear in the group; XLA's analysis decides
             group = _balanced(local, group)
             program = self._compile(kind, num_agents, group, args)
-            if program_bytes(program.compiled) <= have:
+            if program_bytes(program) <= have:
                 self.groups[(kind, num_agents)] = group
                 return program
             group //= 2
@@ -392,13 +398,6 @@ class Engine:
             )
         _, num_updates = kind
         return lambda state, hp: self._scan(state, hp, num_updates, valid, group)
-
-    def _jitted(self, kind, num_agents: int, group: int | None = None):
-        cache_key = (kind, num_agents, group)
-        if cache_key not in self._programs:
-            fn = self.program(kind, num_agents, group)
-            self._programs[cache_key] = eqx.filter_jit(fn, compiler_options=compiler_options())
-        return self._programs[cache_key]
 
     def _per_agent(self, fn, valid: np.ndarray, group: int | None = None):
         """vmap ``fn`` over the agent axis; under a mesh, each device maps its own shard.
@@ -475,6 +474,23 @@ class Engine:
 
 _ENGINES: dict = {}
 
+#: Compiled programs kept across all engines; the least recently used is dropped first (and
+#: compiled again if it is needed again). An XLA:CPU program holds ~600 memory mappings (3
+#: per kernel) until it is freed, and Linux allows 65,530 per process (``vm.max_map_count``):
+#: a process that kept every program crashed inside XLA after about a hundred.
+MAX_PROGRAMS = 24
+_RECENT: OrderedDict = OrderedDict()  # (id(engine), cache key) -> engine
+
+
+def _keep_alive(engine: Engine, cache_key) -> None:
+    """Mark ``engine``'s program ``cache_key`` as just used; free the oldest past the limit."""
+    entry = (id(engine), cache_key)  # the engine is a value here, so its id stays its own
+    _RECENT[entry] = engine
+    _RECENT.move_to_end(entry)
+    while len(_RECENT) > MAX_PROGRAMS:
+        (_, old_key), old_engine = _RECENT.popitem(last=False)
+        old_engine._compiled.pop(old_key, None)
+
 
 def engine_for(
     cfg: PPOConfig,
@@ -487,7 +503,8 @@ def engine_for(
 
     Configs that differ only in traced hyperparameters run the same programs, so
     `make_train` and `sweep` reuse one engine (and its compiled programs) for them; a new
-    ``progress`` function means a new program. Up to 8 engines are kept.
+    ``progress`` function means a new program. Up to 8 engines are kept, and
+    `MAX_PROGRAMS` compiled programs across all of them.
     """
     if mesh is None and jax.device_count() == 1:
         mesh = False  # what `Engine` makes of it: share the engine with explicit False

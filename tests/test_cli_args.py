@@ -36,6 +36,7 @@ def test_eval_and_bench_refuse_bad_input_before_compiling(capsys, args):
     assert code == 2 and err.startswith("purejaxppo ")
 
 
+@pytest.mark.slow  # a longer check: the slow tier keeps the fast one under 5 min
 def test_bench_measures_aggregate_steps_per_second():
     from conftest import SMALL
 

@@ -216,6 +216,7 @@ def test_maze_gif_frames_show_the_states_walls_agent_and_target():
         assert (centre[r, c] == _MAZE_COLOURS[kind]).all(), (r, c)
 
 
+@pytest.mark.slow  # a longer check: the slow tier keeps the fast one under 5 min
 def test_a_long_episode_gif_stops_at_the_cap_and_says_the_episode_length(monkeypatch):
     import jax
 

@@ -72,6 +72,7 @@ def test_tanh_squashing_subtracts_the_log_det_of_its_jacobian():
     assert (a >= jnp.array([-2.0, 0.0])).all() and (a <= jnp.array([2.0, 1.0])).all()
 
 
+@pytest.mark.slow  # a longer check: the slow tier keeps the fast one under 5 min
 def test_clipping_at_the_bounds_leaves_the_stored_log_prob_alone():
     cfg = PENDULUM.replace(log_std_init=2.0)  # std 7.4 against bounds of ±2: most clip
     train = make_train(cfg)
@@ -122,6 +123,7 @@ def test_reward_scaling_against_a_hand_computation():
     np.testing.assert_allclose(np.stack(got), np.stack(expected), rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.slow  # a longer check: the slow tier keeps the fast one under 5 min
 def test_normalisation_is_on_for_continuous_envs_and_off_for_discrete_ones():
     state, metrics = make_train(PENDULUM)(jax.random.PRNGKey(0))
     assert state.obs_norm is not None and state.reward_norm is not None
@@ -136,6 +138,7 @@ def test_normalisation_is_on_for_continuous_envs_and_off_for_discrete_ones():
     assert make_train(off).init(jax.random.PRNGKey(0)).obs_norm is None
 
 
+@pytest.mark.slow  # a longer check: the slow tier keeps the fast one under 5 min
 def test_statistics_survive_checkpoints_and_serve_evaluation(tmp_path):
     whole_state, whole_metrics = make_train(PENDULUM)(jax.random.PRNGKey(3))
     stops = iter([True])
@@ -166,6 +169,7 @@ def test_statistics_survive_checkpoints_and_serve_evaluation(tmp_path):
     assert np.isfinite(np.asarray(ev.episode_return)).all()
 
 
+@pytest.mark.slow  # a longer check: the slow tier keeps the fast one under 5 min
 def test_a_swept_continuous_agent_equals_its_solo_run():
     res = sweep(PENDULUM, seeds=2, lr=[3e-4, 1e-3])
     solo = make_train(PENDULUM.replace(lr=1e-3))(jax.random.PRNGKey(1))
@@ -196,6 +200,7 @@ def test_continuous_options_on_a_discrete_env_are_refused():
             make_train(SMALL.replace(**{name: True}))
 
 
+@pytest.mark.slow  # a longer check: the slow tier keeps the fast one under 5 min
 def test_squashed_and_state_dependent_variants_train():
     for changes in ({"squash_actions": True}, {"state_dependent_std": True, "log_std_init": -1.0}):
         cfg = PENDULUM.replace(**changes)
@@ -290,6 +295,7 @@ def test_mountain_car_is_continuous_and_unbounded_actions_cannot_be_squashed():
         policy_distribution(cfg.replace(squash_actions=True), unbounded)
 
 
+@pytest.mark.slow  # a longer check: the slow tier keeps the fast one under 5 min
 def test_a_non_finite_observation_stays_in_its_own_agent():
     from purejaxppo._engine import Engine, agent_inputs
 

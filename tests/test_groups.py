@@ -22,7 +22,9 @@ def six():
     return keys, hp, whole(keys, hp)
 
 
-@pytest.mark.parametrize("width", [2, 4])  # 4 does not divide 6: the last group is padded
+@pytest.mark.parametrize(
+    "width", [2, pytest.param(4, marks=pytest.mark.slow)]
+)  # 4 does not divide 6: the last group is padded
 def test_grouped_equals_ungrouped_agent_by_agent(six, width):
     keys, hp, whole = six
     engine = Engine(CFG, mesh=False, group_size=width)
@@ -40,6 +42,7 @@ def test_a_width_at_or_above_the_population_runs_it_all_at_once(six):
     assert engine.groups[("train", 6)] == 6
 
 
+@pytest.mark.slow  # a longer check: the slow tier keeps the fast one under 5 min
 def test_one_compile_per_config_shape_and_width():
     engine = Engine(CFG, mesh=False, group_size=2)
     for lo in (1e-4, 3e-4):  # new hyperparameter values: the same program
@@ -89,6 +92,7 @@ def test_the_cli_refuses_an_invalid_width_with_exit_2(capsys, monkeypatch, tmp_p
     assert "--group-size 0" in err
 
 
+@pytest.mark.slow  # a longer check: the slow tier keeps the fast one under 5 min
 def test_sweep_runs_the_width_asked_and_records_it(tmp_path, six):
     _, _, whole = six
     res = sweep(CFG, [0], lr=list(np.linspace(1e-4, 1e-3, 6)), group_size=4)

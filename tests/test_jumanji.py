@@ -44,6 +44,7 @@ def test_short_training_is_finite_with_metrics_of_the_right_shapes(name, key):
 
 
 # ---- the per-cell policy ----
+@pytest.mark.slow  # a longer check: the slow tier keeps the fast one under 5 min
 def test_per_cell_policy_scores_each_cell_from_its_neighbourhood_alike(key):
     """Two 3×3 convs: cell (r, c)'s logit sees exactly the 5×5 square around it, and the
     same square pattern gives the same logit wherever it sits (zero padding aside)."""
@@ -61,6 +62,7 @@ def test_per_cell_policy_scores_each_cell_from_its_neighbourhood_alike(key):
     np.testing.assert_allclose(moved[2:7, 3:7], grid[2:7, 2:6], rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow  # a longer check: the slow tier keeps the fast one under 5 min
 def test_per_cell_im2col_forward_equals_lax_conv(key):
     """The im2col forward pass against the obvious one: the Conv2d modules' own lax.conv."""
     net = PerCellActorCritic((5, 7, 6), 42, (8, 3), (16,), key=key)
@@ -163,6 +165,7 @@ def test_factorised_env_samples_only_legal_actions(key):
 
 
 # ---- encoders ----
+@pytest.mark.slow  # a longer check: the slow tier keeps the fast one under 5 min
 def test_encoders_put_each_piece_where_the_env_says(key):
     sweeper = JumanjiEnv("Minesweeper-v0")
     _, obs, _ = sweeper.reset(key)
@@ -199,6 +202,7 @@ def test_flatten_fallback_keeps_every_numeric_leaf_but_the_mask(key):
 
 
 # ---- truncation: LevelBasedForaging marks its time limit as a truncation ----
+@pytest.mark.slow  # a longer check: the slow tier keeps the fast one under 5 min
 def test_time_limit_cut_is_a_truncation_with_the_pre_reset_observation(key):
     env = JumanjiEnv("LevelBasedForaging-v0", time_limit=3)
     state, obs, _ = jax.jit(env.reset)(key)

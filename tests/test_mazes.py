@@ -95,6 +95,7 @@ def test_unknown_maze_name():
         PPOConfig(maze="hard")
 
 
+@pytest.mark.slow  # a longer check: the slow tier keeps the fast one under 5 min
 def test_random_maze_uses_jumanjis_generator_any_size():
     cfg = PPOConfig(maze="random", maze_size=(7, 9))
     env = make_env(cfg)

@@ -138,6 +138,7 @@ def test_explore_stays_in_bounds_applies_the_factors_and_resamples_at_the_rate()
             assert abs((fresh < np.sqrt(low * high)).mean() - 0.5) < 0.05
 
 
+@pytest.mark.slow  # a longer check: the slow tier keeps the fast one under 5 min
 def test_no_step_equals_the_plain_run_of_the_initial_population():
     ranges = {"lr": (1e-4, 1e-2)}
     with pytest.warns(UserWarning, match="no exploit step"):
@@ -153,6 +154,7 @@ def test_no_step_equals_the_plain_run_of_the_initial_population():
     assert tree_close(jax.tree.map(lambda x: x[2], res.metrics), alone[1], **ACROSS_SHAPES)
 
 
+@pytest.mark.slow  # a longer check: the slow tier keeps the fast one under 5 min
 def test_a_whole_run_is_one_program_and_never_recompiles_across_generations():
     kwargs = dict(interval=2, mesh=False, lr=(1e-4, 1e-2), ent_coef=(0.0, 0.05))
     engine = engine_for(CFG, mesh=False)
@@ -191,6 +193,7 @@ def test_a_whole_run_is_one_program_and_never_recompiles_across_generations():
             assert first.lineage[who, g] == dict(best.ancestry)[g - 1]
 
 
+@pytest.mark.slow  # a longer check: the slow tier keeps the fast one under 5 min
 def test_checkpointed_run_stopped_and_resumed_equals_the_uninterrupted(tmp_path):
     kwargs = dict(interval=2, seed=2, mesh=False, lr=(1e-4, 1e-2), checkpoint_every=1)
     whole = pbt(CFG, 6, run_dir=tmp_path / "a", **kwargs)
@@ -235,6 +238,7 @@ def test_bad_input_is_one_line_before_anything_compiles(kwargs, message):
     assert Engine.total_compile_seconds == before
 
 
+@pytest.mark.slow  # a longer check: the slow tier keeps the fast one under 5 min
 def test_interval_longer_than_the_run_is_allowed_with_a_warning():
     with pytest.warns(UserWarning, match="no exploit step will happen"):
         res = pbt(CFG, 2, interval=100, mesh=False, lr=(1e-4, 1e-3))

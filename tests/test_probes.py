@@ -64,6 +64,7 @@ def train(env: Env, cfg: PPOConfig = CFG):
     return run(jax.random.PRNGKey(0))
 
 
+@pytest.mark.slow  # a longer check: the slow tier keeps the fast one under 5 min
 @pytest.mark.timeout(300)
 def test_value_learns_a_constant_reward():
     state, metrics = train(ContextualBandit(action_matters=False))
@@ -73,6 +74,7 @@ def test_value_learns_a_constant_reward():
     assert float(metrics.value_loss[-1]) < float(metrics.value_loss[0])
 
 
+@pytest.mark.slow  # a longer check: the slow tier keeps the fast one under 5 min
 @pytest.mark.timeout(300)
 def test_policy_learns_the_rewarded_action_for_each_observation():
     state, metrics = train(ContextualBandit(action_matters=True))

@@ -159,7 +159,7 @@ def test_hidden_state_resets_where_episodes_end():
 
 # ------------------------------------------------------------------- the loss ratio ---
 @pytest.mark.parametrize("cfg", [
-    LOCAL,  # every ending a termination
+    pytest.param(LOCAL, marks=pytest.mark.slow),  # every ending a termination
     PPOConfig(env="MemoryChain-bsuite", network="gru", hidden_size=16, conv_channels=(),
               num_envs=4, num_steps=22, minibatch_size=44, total_timesteps=88, time_limit=4),
 ], ids=["maze-local", "memorychain-truncating"])  # fmt: skip
@@ -220,6 +220,7 @@ def uninterrupted():
     return make_train(LOCAL)(jax.random.PRNGKey(3))
 
 
+@pytest.mark.slow  # a longer check: the slow tier keeps the fast one under 5 min
 def test_checkpoint_and_resume_with_hidden_states_in_flight(tmp_path, uninterrupted):
     state, _, finished = train_with_checkpoints(
         LOCAL, tmp_path, seed=3, checkpoint_every=1, should_stop=lambda: True
@@ -242,6 +243,7 @@ def swept():
     return sweep(LOCAL, seeds=2, lr=LRS)
 
 
+@pytest.mark.slow  # a longer check: the slow tier keeps the fast one under 5 min
 def test_a_swept_gru_agent_equals_its_solo_run(swept):
     for seed in range(2):
         for lr in LRS:
@@ -254,6 +256,7 @@ def test_a_swept_gru_agent_equals_its_solo_run(swept):
             assert tree_close(agent.metrics, solo_metrics, **ACROSS_SHAPES)
 
 
+@pytest.mark.slow  # a longer check: the slow tier keeps the fast one under 5 min
 def test_recurrent_policy_carries_its_memory_and_serves_evaluation(tmp_path, swept):
     write_run(tmp_path / "run", swept, eval_episodes=4, gif=False)
     policy = load_policy(tmp_path / "run", seed=1, lr=LRS[1])
@@ -317,6 +320,7 @@ def test_recurrent_policy_carries_its_memory_and_serves_evaluation(tmp_path, swe
                                   ff(obs[:3], mask[:3]))  # fmt: skip
 
 
+@pytest.mark.slow  # a longer check: the slow tier keeps the fast one under 5 min
 def test_gru_serves_continuous_actions():
     pytest.importorskip("gymnax")
     cfg = PPOConfig(env="Pendulum-v1", network="gru", hidden_size=16, conv_channels=(),
@@ -331,6 +335,7 @@ def test_gru_serves_continuous_actions():
 
 
 # ------------------------------------------------------------------- the local view ---
+@pytest.mark.slow  # a longer check: the slow tier keeps the fast one under 5 min
 def test_local_view_is_the_centre_of_the_egocentric_view():
     base = PPOConfig(maze="medium", maze_visited=True)
     ego = make_env(base.replace(maze_view="egocentric"))

@@ -127,7 +127,7 @@ def test_same_key_same_metrics_across_processes():
     assert len(digests[0]) == 64 and digests[0] == digests[1]
 
 
-@pytest.mark.parametrize("epochs", [3, 4])
+@pytest.mark.parametrize("epochs", [pytest.param(3, marks=pytest.mark.slow), 4])
 def test_learn_equals_its_epochs_one_loop_iteration_each(epochs, monkeypatch):
     """`learn` runs its epoch scan two epochs per loop iteration (`_ppo.EPOCH_UNROLL`, a speed
     choice); the update must be the one a plain one-epoch-per-iteration scan gives, odd

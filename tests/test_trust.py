@@ -231,6 +231,7 @@ def static_sweep_dir(tmp_path_factory):
     return run_dir, res
 
 
+@pytest.mark.slow  # a longer check: the slow tier keeps the fast one under 5 min
 def test_a_static_sweep_labels_each_programs_env_steps(static_sweep_dir):
     run_dir, res = static_sweep_dir
     with np.load(run_dir / "metrics.npz") as npz:
@@ -253,6 +254,7 @@ def test_a_static_sweep_labels_each_programs_env_steps(static_sweep_dir):
     assert steps_trained(res) == 2 * (3 * 128 + 1 * 384)  # 2 seeds, each program's own batch
 
 
+@pytest.mark.slow  # a longer check: the slow tier keeps the fast one under 5 min
 def test_success_is_reported_only_for_envs_that_define_it():
     assert has_success(SMALL)
     assert not has_success(PPOConfig(env="CartPole-v1", num_envs=4, num_steps=8,
@@ -366,8 +368,8 @@ def test_a_population_too_big_for_one_pass_is_split_and_equals_one_program(monke
     need = engine_for(cfg, mesh=False).compiled("train", 6, keys, hp)
     from purejaxppo._memory import program_bytes
 
-    total = program_bytes(need.compiled)
-    temp = need.compiled.memory_analysis().temp_size_in_bytes
+    total = program_bytes(need)
+    temp = need.memory_analysis().temp_size_in_bytes
     # Room for the inputs and outputs and about three agents' temporaries, not six.
     monkeypatch.setenv("PUREJAXPPO_MEMORY_BYTES", str(int((total - temp * 2.5 / 6) / 0.8)))
     split_engine = Engine(cfg, mesh=False)

@@ -1,0 +1,51 @@
+"""Compiled programs past `MAX_PROGRAMS` are freed, so a long-lived process (a notebook, a
+test session, a research loop over configs) does not run out of memory mappings.
+
+An XLA:CPU executable holds hundreds of memory mappings until it is freed, and Linux allows
+65,530 per process: a process that kept every program it compiled crashed inside XLA after
+about a hundred.
+"""
+
+import gc
+import os
+from collections import OrderedDict
+
+import pytest
+from conftest import SMALL, tree_equal
+
+from purejaxppo import _engine
+from purejaxppo._engine import Engine, agent_inputs
+
+MAPS = "/proc/self/maps"
+
+
+def mappings() -> int:
+    with open(MAPS) as f:
+        return sum(1 for _ in f)
+
+
+@pytest.fixture
+def limit_of_one(monkeypatch):
+    """`MAX_PROGRAMS` of 1, over a registry of this test's own: the session's shared
+    programs are neither counted nor freed."""
+    monkeypatch.setattr(_engine, "MAX_PROGRAMS", 1)
+    monkeypatch.setattr(_engine, "_RECENT", OrderedDict())
+
+
+@pytest.mark.slow  # a long-process guarantee (and ~17 s): the slow tier is the long process
+@pytest.mark.skipif(not os.path.exists(MAPS), reason="needs Linux's /proc/self/maps")
+def test_programs_past_the_limit_are_freed_and_compile_again_alike(limit_of_one):
+    engine = Engine(SMALL, mesh=False)
+    keys, hp, _ = agent_inputs(SMALL, {}, [0])
+    state = engine.init(keys, hp)
+    first = engine.run(state, hp, 1)  # frees the init program
+    gc.collect()
+    at_limit = mappings()
+    for k in (2, 3):
+        engine.run(state, hp, k)  # each a new program; each frees the one before
+    gc.collect()
+    grown = mappings() - at_limit
+    assert [kind for kind, *_ in engine._compiled] == [("run", 3)]
+    # Two more programs at ~600 mappings each (measured) would add ~1,200 if kept.
+    assert grown < 300, f"{grown} new memory mappings after 2 programs past the limit"
+    assert tree_equal(engine.run(state, hp, 1), first)  # compiled again, same result
