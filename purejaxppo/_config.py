@@ -59,8 +59,8 @@ class PPOConfig(eqx.Module):
     env: str = eqx.field(default="Maze-v0", static=True)
     """Environment name: ``"Maze-v0"`` (the default), another registered Jumanji env with a
     discrete or multi-discrete action (tested: Snake-v1, Game2048-v1, PacMan-v1,
-    SlidingTilePuzzle-v0, Minesweeper-v0, Tetris-v0), or a gymnax env (CartPole-v1,
-    Acrobot-v1, Breakout-MinAtar; needs the ``gymnax`` extra)."""
+    SlidingTilePuzzle-v0, Minesweeper-v0, Tetris-v0), any of gymnax's registered envs
+    (`purejaxppo.envs.GYMNAX_ENVS`; needs the ``gymnax`` extra), or ``"brax/<name>"``."""
     maze: MazeSpec = eqx.field(default=None, static=True)
     """For Maze-v0: ``"easy"``, ``"medium"`` (default), ``"random"`` or a layout (rows of
     ``#``/``.``/``S``/``G``). Must be None for other environments."""

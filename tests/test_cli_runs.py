@@ -135,7 +135,7 @@ def test_resume_of_a_pbt_run_with_train_names_the_right_command(tmp_path, capsys
         ["sweep", "--search", "random", "--num-samples", "0", "--sweep.lr", "1e-4", "1e-3"],
         ["sweep", "--num-samples", "3", "--sweep.lr", "1e-4", "1e-3"],
         ["pbt", "--env", "CartPole-v1", "--population", "10000000", "--pbt.lr", "1e-4", "1e-3"],
-        ["train", "--env", "SpaceInvaders-MinAtar"],
+        ["train", "--env", "NoSuchEnv-v0"],
     ],
     ids=["seeds", "num-samples-0", "num-samples-grid", "population", "env"],
 )
@@ -242,13 +242,6 @@ def test_a_long_episode_gif_stops_at_the_cap_and_says_the_episode_length(monkeyp
 
 
 # ------------------------------------------------------ 8. names from other libraries ---
-@pytest.mark.parametrize("name", ["SpaceInvaders-MinAtar", "Catch-bsuite"])
-def test_a_gymnax_name_without_an_adapter_says_gymnax_has_it(capsys, no_compiling, name):
-    code, _, err = cli(capsys, "train", "--env", name)
-    assert code == 2 and one_line(err)
-    assert f"gymnax has '{name}'" in err and "Jumanji environments" not in err
-
-
 def test_an_unknown_name_labels_each_close_match_with_its_library(capsys, no_compiling):
     code, _, err = cli(capsys, "train", "--env", "Cartpole-v1")
     assert code == 2 and one_line(err)

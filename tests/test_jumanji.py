@@ -125,6 +125,7 @@ def test_joint_index_decodes_to_the_cell_jumanji_masks(key):
     assert not bool(flat[37])  # the revealed cell is no longer legal
 
 
+@pytest.mark.slow  # a longer check: the slow tier keeps the fast one under 5 min
 def test_factorised_policy_is_a_product_of_masked_categoricals(key):
     dims = (3, 5, 2)  # unequal factors exercise the padding
     logits = jax.random.normal(key, (7, 10))

@@ -110,6 +110,7 @@ def test_random_maze_uses_jumanjis_generator_any_size():
 
 
 # ---- random mazes: the reset pool ----
+@pytest.mark.slow  # a longer check: the slow tier keeps the fast one under 5 min
 def test_random_maze_resets_draw_from_the_pool_and_refresh_replaces_one_slot():
     cfg = PPOConfig(maze="random", maze_pool=8)
     env = make_env(cfg)

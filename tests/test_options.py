@@ -24,6 +24,7 @@ def batch(net, n=6, seed=0):
     return Transition(obs, mask, action, log_prob, values, z, z > 0, z > 0), values
 
 
+@pytest.mark.slow  # a longer check: the slow tier keeps the fast one under 5 min
 def test_advantage_normalisation_and_value_clipping_by_hand():
     net = SharedActorCritic((3, 10, 10), 4, key=jax.random.PRNGKey(0))
     mb, values = batch(net)

@@ -112,6 +112,7 @@ class Periodic(Env):
         return (t, i), EnvStep(obs, jnp.ones(2, bool), jnp.float32(0.0), done, done)
 
 
+@pytest.mark.slow  # a longer check: the slow tier keeps the fast one under 5 min
 def test_hidden_state_resets_where_episodes_end():
     cfg = PPOConfig(
         env="CartPole-v1",
@@ -190,6 +191,7 @@ def test_loss_recomputes_the_rollouts_log_probs_and_values(cfg):
     )
 
 
+@pytest.mark.slow  # a longer check: the slow tier keeps the fast one under 5 min
 def test_truncation_bootstraps_with_the_hidden_state_of_that_step():
     """MemoryChain cut at 3 steps (its episodes need 6): every ending is a truncation."""
     cfg = PPOConfig(env="MemoryChain-bsuite", network="gru", hidden_size=16, conv_channels=(),

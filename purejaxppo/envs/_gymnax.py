@@ -22,10 +22,21 @@ class GymnaxEnv(Env):
 
     We call ``step_env`` (no reset) and ``reset_env`` ourselves rather than gymnax's auto-reset
     ``step``, so the observation reached at a time-limit truncation is kept (``final_obs``)
-    and GAE bootstraps from its value. Image observations (MinAtar's H×W×C booleans) become
-    C×H×W uint8 for the convolutional torso; vectors stay float32. No action masks: all legal.
-    Box action spaces (Pendulum-v1, MountainCarContinuous-v0) are continuous: the action is a
-    float vector, already clipped to the bounds by the policy.
+    and GAE bootstraps from its value. No action masks: every action is legal.
+
+    Spaces, as the policy and the network need them:
+
+    * a Discrete action space gets a categorical policy; a 1-D Box (Pendulum-v1,
+      MountainCarContinuous-v0, PointRobot-misc, Reacher-misc, Swimmer-misc) a Gaussian one,
+      whose action is already clipped to the bounds;
+    * 3-D observations are H×W×C images, given to the convolutional torso as C×H×W: uint8
+      for MinAtar's 0/1 channels (a quarter of float32's buffer), float32 otherwise
+      (Pong-misc);
+    * other Box observations are flattened into a float32 vector (Catch-bsuite's 10×5 board,
+      DeepSea-bsuite's grid) for the MLP;
+    * a Discrete observation (FrozenLake-misc's cell index) becomes a one-hot vector.
+
+    Any other space is refused in one line when the env is built, before anything compiles.
     """
 
     can_truncate = True
@@ -37,31 +48,66 @@ class GymnaxEnv(Env):
             raise ImportError(
                 f"PPOConfig(env={name!r}) needs gymnax: pip install 'purejaxppo[gymnax]'."
             ) from e
-        self.env, self.params = gymnax.make(name)
+        try:
+            self.env, self.params = gymnax.make(name)
+        except (OSError, ValueError) as e:  # MNISTBandit-bsuite downloads MNIST when made
+            raise ValueError(
+                f"PPOConfig.env={name!r}: gymnax could not build it ({type(e).__name__}: {e})."
+            ) from e
         if time_limit is not None:
             self.params = self.params.replace(max_steps_in_episode=time_limit)
         if memory_length is not None:  # MemoryChain-bsuite (the config checks the name)
             self.params = self.params.replace(memory_length=memory_length)
         if name == "MemoryChain-bsuite":  # +1 for the right answer at the end, -1 otherwise
             self.success_return = 1.0
-        space = self.env.action_space(self.params)
-        if hasattr(space, "n"):  # discrete
+        self.name = name
+        self._action_space(self.env.action_space(self.params))
+        self._observation_space(self.env.observation_space(self.params))
+        self.max_episode_steps = int(self.params.max_steps_in_episode)
+
+    def _action_space(self, space) -> None:
+        kind = type(space).__name__
+        if kind == "Discrete":
             self.num_actions = int(space.n)
-        else:  # a Box: a Gaussian policy over its dimensions; all "legal" (mask of ones)
+        elif kind == "Box" and len(tuple(space.shape)) == 1:  # a Gaussian over its dimensions
             (k,) = tuple(space.shape)
             low = np.broadcast_to(np.asarray(space.low, np.float64), (k,))
             high = np.broadcast_to(np.asarray(space.high, np.float64), (k,))
             self.action_bounds = (tuple(map(float, low)), tuple(map(float, high)))
             self.num_actions = k
-        shape = tuple(self.env.observation_space(self.params).shape)
+        else:
+            self._refuse("action", space)
+
+    def _observation_space(self, space) -> None:
+        kind = type(space).__name__
+        self.one_hot = kind == "Discrete"
+        if self.one_hot:
+            self.image, self.obs_shape, self.obs_dtype = False, (int(space.n),), jnp.float32
+            return
+        if kind != "Box":
+            self._refuse("observation", space)
+        shape = tuple(space.shape)
         self.image = len(shape) == 3
-        self.obs_shape = (shape[2], shape[0], shape[1]) if self.image else shape
-        self.obs_dtype = jnp.uint8 if self.image else jnp.float32
-        self.max_episode_steps = int(self.params.max_steps_in_episode)
+        if self.image:  # H×W×C -> C×H×W
+            self.obs_shape = (shape[2], shape[0], shape[1])
+            self.obs_dtype = jnp.uint8 if self.name.endswith("-MinAtar") else jnp.float32
+        else:
+            self.obs_shape, self.obs_dtype = (int(np.prod(shape)),), jnp.float32
+
+    def _refuse(self, what: str, space) -> None:
+        shape = getattr(space, "shape", None)
+        raise ValueError(
+            f"PPOConfig.env={self.name!r}: its {what} space is {type(space).__name__}"
+            + (f" of shape {tuple(shape)}" if shape is not None else "")
+            + "; the trainer takes Discrete or Box"
+            + (" (1-D) actions." if what == "action" else " observations.")
+        )
 
     def encode(self, obs) -> Array:
+        if self.one_hot:
+            return jax.nn.one_hot(obs, self.obs_shape[0], dtype=jnp.float32)
         if self.image:
-            return jnp.moveaxis(obs, -1, 0).astype(jnp.uint8)
+            return jnp.moveaxis(obs, -1, 0).astype(self.obs_dtype)
         return obs.astype(jnp.float32).reshape(self.obs_shape)
 
     def reset(self, key):

@@ -41,10 +41,18 @@ class EnvOptions(Protocol):
     def maze_spec(self) -> str | tuple[str, ...] | None: ...
 
 
-#: gymnax environments with an adapter (gymnax 1.0 API; ``pip install purejaxppo[gymnax]``).
+#: gymnax's registered environments (gymnax 1.0.1's ``registered_envs``, all 26), trained
+#: through one adapter (`GymnaxEnv`; ``pip install purejaxppo[gymnax]``). A newer gymnax's
+#: further names are accepted too (its registry is asked). MNISTBandit-bsuite downloads MNIST
+#: when it is built.
 GYMNAX_ENVS = (
-    "CartPole-v1", "Acrobot-v1", "Breakout-MinAtar", "Pendulum-v1", "MountainCarContinuous-v0",
-    "MemoryChain-bsuite",
+    "CartPole-v1", "Pendulum-v1", "Acrobot-v1", "MountainCar-v0", "MountainCarContinuous-v0",
+    "Asterix-MinAtar", "Breakout-MinAtar", "Freeway-MinAtar", "Seaquest-MinAtar",
+    "SpaceInvaders-MinAtar", "Catch-bsuite", "DeepSea-bsuite", "MemoryChain-bsuite",
+    "UmbrellaChain-bsuite", "DiscountingChain-bsuite", "MNISTBandit-bsuite",
+    "SimpleBandit-bsuite", "FourRooms-misc", "MetaMaze-misc", "PointRobot-misc",
+    "BernoulliBandit-misc", "GaussianBandit-misc", "Reacher-misc", "Swimmer-misc", "Pong-misc",
+    "FrozenLake-misc",
 )  # fmt: skip
 #: Jumanji environments beyond Maze with their own observation encoder, trained in the tests.
 #: Other registered Jumanji envs with (multi-)discrete actions run through the flattening
@@ -55,6 +63,12 @@ JUMANJI_ENVS = (
 #: Brax environments (``pip install purejaxppo[brax]``) are named ``"brax/<name>"``, e.g.
 #: ``"brax/inverted_pendulum"``, ``"brax/hopper"``, ``"brax/ant"``.
 SUPPORTED_ENVS = ("Maze-v0", *JUMANJI_ENVS, *GYMNAX_ENVS, "brax/<name>")
+#: What the refusal of an unknown name lists (gymnax's and Jumanji's registries by count).
+_SUPPORTED_SHORT = (
+    "Maze-v0, gymnax's registered envs ({gymnax}; the gymnax extra), any Jumanji env with "
+    "(multi-)discrete actions ({jumanji} registered; tested: {tested}), and 'brax/<name>' "
+    "(the brax extra)"
+)
 
 
 def check_env(cfg: EnvOptions) -> None:
@@ -82,24 +96,18 @@ def check_env(cfg: EnvOptions) -> None:
         return
     import jumanji
 
-    if cfg.env in jumanji.registered_environments():
+    if cfg.env in jumanji.registered_environments() or cfg.env in _gymnax_names():
         return
     _fail("env", cfg.env, _unknown_env(str(cfg.env), sorted(jumanji.registered_environments())))
 
 
 def _unknown_env(name: str, jumanji_names: list[str]) -> str:
-    """Why ``name`` cannot be trained: which library has it, or that none does (with the
-    closest names, each labelled with its library), and what is supported."""
-    supported = (
-        f"Supported: {list(SUPPORTED_ENVS)}, and any other Jumanji env with (multi-)discrete "
-        f"actions ({len(jumanji_names)} registered)."
-    )
+    """Why ``name`` cannot be trained: the closest names, each labelled with its library,
+    and what is supported."""
     gymnax_names = _gymnax_names()
-    if name in gymnax_names:
-        return (
-            f"gymnax has {name!r}, but purejaxppo has no adapter for it yet; the gymnax envs "
-            f"it trains are {list(GYMNAX_ENVS)}. {supported}"
-        )
+    supported = "Supported: " + _SUPPORTED_SHORT.format(
+        gymnax=len(gymnax_names), jumanji=len(jumanji_names), tested=", ".join(JUMANJI_ENVS)
+    )
     libraries = {**{n: "Jumanji" for n in jumanji_names}, **{n: "gymnax" for n in gymnax_names}}
     close = difflib.get_close_matches(name, list(libraries), n=3, cutoff=0.5)
     hint = (
@@ -108,17 +116,28 @@ def _unknown_env(name: str, jumanji_names: list[str]) -> str:
         else ""
     )
     return f"no environment of that name in Jumanji or gymnax (Brax: 'brax/<name>').{hint} " + (
-        supported
+        supported + "."
     )
 
 
 def _gymnax_names() -> list[str]:
-    """gymnax's registered names (its registry when installed, else this adapter's list)."""
+    """gymnax's registered names: `GYMNAX_ENVS`, and a newer gymnax's further ones."""
     try:
         import gymnax
     except ImportError:
         return list(GYMNAX_ENVS)
-    return list(gymnax.registered_envs)
+    return [*GYMNAX_ENVS, *(n for n in gymnax.registered_envs if n not in GYMNAX_ENVS)]
+
+
+def _is_gymnax(name: str) -> bool:
+    """Whether ``name`` is built by gymnax (`check_env` has accepted it)."""
+    if name in GYMNAX_ENVS:
+        return True
+    if name == "Maze-v0" or name.startswith("brax/"):
+        return False
+    import jumanji
+
+    return name not in jumanji.registered_environments()
 
 
 def make_env(cfg: EnvOptions) -> Env:
@@ -130,12 +149,12 @@ def make_env(cfg: EnvOptions) -> Env:
             cfg.maze_spec, cfg.maze_size, cfg.time_limit, cfg.maze_pool, cfg.maze_view,
             cfg.maze_refresh, cfg.maze_visited, cfg.maze_window,
         )  # fmt: skip
-    elif cfg.env in GYMNAX_ENVS:
-        env = GymnaxEnv(cfg.env, cfg.time_limit, cfg.memory_length)
     elif cfg.env.startswith("brax/"):
         from ._brax import BraxEnv
 
         env = BraxEnv(cfg.env.removeprefix("brax/"), cfg.brax_backend, cfg.time_limit)
+    elif _is_gymnax(cfg.env):
+        env = GymnaxEnv(cfg.env, cfg.time_limit, cfg.memory_length)
     else:  # any other registered Jumanji env (`check_env` has checked the name)
         from ._jumanji import JumanjiEnv
 
@@ -148,7 +167,7 @@ def can_render(cfg: EnvOptions) -> bool:
     ``time_input`` or ``maze_visited`` (rendering steps Jumanji's env, which keeps neither).
     Brax envs draw through Brax's MuJoCo renderer (needs an OpenGL context: EGL); gymnax has
     none."""
-    return cfg.env not in GYMNAX_ENVS and not cfg.time_input and not cfg.maze_visited
+    return not _is_gymnax(cfg.env) and not cfg.time_input and not cfg.maze_visited
 
 
 def _check_brax(cfg: EnvOptions) -> None:
