@@ -137,6 +137,11 @@ def open_run(
         if resume:
             stored = {**(defaults or {}), **read_json(path, path.name)}
             skip = {"run", *(settings or {})}
+            if stored.get("env") != spec.get("env"):
+                raise CheckpointError(
+                    f"{run_dir}: this {_WHAT[kind]} was trained on {stored.get('env')!r}, "
+                    f"not {spec.get('env')!r}; resume it with its environment (env=...)."
+                )
             if {k: v for k, v in stored.items() if k not in skip} != spec:
                 raise CheckpointError(
                     f"{run_dir}: {path.name} describes a different {_WHAT[kind]}."

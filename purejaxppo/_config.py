@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._errors import invalid as _fail
+from .envs._own import OwnEnv, as_env
 
 # A maze is a name ("easy", "medium", "random") or a layout given as rows of characters.
 MazeSpec = str | tuple[str, ...] | None
@@ -56,11 +57,14 @@ class PPOConfig(eqx.Module):
     """PPO hyperparameters and problem definition (frozen; defaults are the seed system's)."""
 
     # ---- static: these fix shapes, loop lengths or the program's structure -----------------
-    env: str = eqx.field(default="Maze-v0", static=True)
-    """Environment name: ``"Maze-v0"`` (the default), another registered Jumanji env with a
-    discrete or multi-discrete action (tested: Snake-v1, Game2048-v1, PacMan-v1,
-    SlidingTilePuzzle-v0, Minesweeper-v0, Tetris-v0), any of gymnax's registered envs
-    (`purejaxppo.envs.GYMNAX_ENVS`; needs the ``gymnax`` extra), or ``"brax/<name>"``."""
+    env: str | OwnEnv = eqx.field(default="Maze-v0", static=True, converter=as_env)
+    """The environment: a name (``"Maze-v0"``, the default; another registered Jumanji env
+    with a discrete or multi-discrete action, tested: Snake-v1, Game2048-v1, PacMan-v1,
+    SlidingTilePuzzle-v0, Minesweeper-v0, Tetris-v0; any of gymnax's registered envs,
+    `purejaxppo.envs.GYMNAX_ENVS`, with the ``gymnax`` extra; ``"brax/<name>"``), or your
+    own: an environment object (a gymnax-style env, ``(env, params)``, or a
+    `purejaxppo.envs.Env`), or ``"package.module:attr"`` naming one or a function returning
+    one (see `purejaxppo.envs.OwnEnv`)."""
     maze: MazeSpec = eqx.field(default=None, static=True)
     """For Maze-v0: ``"easy"``, ``"medium"`` (default), ``"random"`` or a layout (rows of
     ``#``/``.``/``S``/``G``). Must be None for other environments."""

@@ -15,7 +15,7 @@ trip on extracting it from vmapped parameters, so `policy_of` does that.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import equinox as eqx
 import jax
@@ -140,6 +140,7 @@ def evaluate(
     greedy: bool = True,
     max_steps: int | None = None,
     obs_norm: RunningStats | None = None,
+    env: Any = None,
 ) -> EvalResult:
     """Play ``num_episodes`` fresh episodes with every agent of batched ``params``.
 
@@ -147,7 +148,10 @@ def evaluate(
     are flattened and restored). ``max_steps`` defaults to the env's episode limit.
     ``obs_norm``: the agents' observation statistics (``state.obs_norm``), required when the
     config normalises observations: the policy must see observations as in training.
+    ``env``: your own environment (as in `make_train`): ``cfg.replace(env=env)``.
     """
+    if env is not None:
+        cfg = cfg.replace(env=env)
     if not isinstance(num_episodes, int) or num_episodes < 1:
         raise ValueError(f"evaluate(num_episodes={num_episodes!r}): need a positive int.")
     env = make_env(cfg)

@@ -38,7 +38,7 @@ import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import equinox as eqx
 import jax
@@ -53,6 +53,7 @@ from ._engine import Engine, ProgressFn, check_group_size, engine_for, mesh_for
 from ._ppo import Metrics, RunnerState, healthy
 from ._results import History, PBTResult
 from ._search import LOG_UNIFORM_FIELDS, check_pbt_memory, check_range, initial_population
+from .envs import describe_env
 from .rundir import write_pbt_run
 from .rundir._format import config_from_json, config_to_json, read_json
 from .rundir._pbt import checkpoint_like, empty_history
@@ -178,6 +179,7 @@ def pbt(
     should_stop: Callable[[], bool] | None = None,
     stop_at: int | None = None,
     write_results: bool = True,
+    env: Any = None,
     **ranges: tuple[float, float],
 ) -> PBTResult:
     """Train a population that tunes its own hyperparameters as it trains (module doc).
@@ -204,11 +206,14 @@ def pbt(
             agent (a long run in sittings: `resume_pbt` goes on).
             A finished run's results are written there too (`write_pbt_run`: metrics,
             figures, summary and every agent's parameters), unless ``write_results=False``.
+        env: your own environment (as in `make_train`): ``cfg.replace(env=env)``.
         **ranges: tuned traced field → ``(low, high)`` initial range and bounds (log-uniform
             for lr and adam_eps).
 
     Every argument is checked before anything compiles; a bad one is one line naming it.
     """
+    if env is not None:
+        cfg = cfg.replace(env=env)
     step = check_pbt_args(
         cfg, population, interval, exploit, fraction, explore, factors, resample_probability,
         divergence_grad_norm, ranges,
@@ -246,6 +251,8 @@ def pbt(
         "checkpoint_every": checkpoint_every,
         "step": json.loads(json.dumps(dataclasses.asdict(step))),  # tuples as JSON lists
     }
+    if describe_env(cfg) is not None:  # an own environment, described (names: no key, as
+        spec["env"] = describe_env(cfg)  # before; checkpoints are stamped with the spec)
     files = contextlib.nullcontext()
     if chunked:
         files = open_run(run_dir, "pbt", spec, resume=resume, overwrite=overwrite)
@@ -357,10 +364,12 @@ def resume_pbt(
     should_stop: Callable[[], bool] | None = None,
     stop_at: int | None = None,
     write_results: bool = True,
+    env: Any = None,
 ) -> PBTResult:
     """Continue the checkpointed PBT run in ``run_dir`` (its ``pbt.json`` gives the rest).
 
-    The result equals the uninterrupted run's, bit for bit on CPU (tested).
+    The result equals the uninterrupted run's, bit for bit on CPU (tested). A run of an
+    environment object needs it again as ``env`` (as for `resume_sweep`).
     """
     spec = read_json(Path(run_dir) / "pbt.json", "pbt.json")
     step = spec["step"]
@@ -383,6 +392,7 @@ def resume_pbt(
         should_stop=should_stop,
         stop_at=stop_at,
         write_results=write_results,
+        env=env,
         **{name: (low, high) for name, low, high, _ in step["ranges"]},
     )
 

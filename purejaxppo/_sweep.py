@@ -32,6 +32,7 @@ from ._engine import Engine, ProgressFn, agent_inputs, check_group_size, engine_
 from ._ppo import Metrics, RunnerState, healthy
 from ._results import SweepResult, unfilled
 from ._search import check_sweep_args, hyperparameter_values, seed_list, static_bases
+from .envs import describe_env
 from .rundir import write_run
 from .rundir._format import config_from_json, config_to_json, read_json
 
@@ -76,6 +77,7 @@ def sweep(
     should_stop: Callable[[], bool] | None = None,
     stop_at: int | None = None,
     write_results: bool = True,
+    env: Any = None,
     **axes: Any,
 ) -> SweepResult:
     """Train every (hyperparameter setting × seed) of a sweep in one vmapped program.
@@ -125,8 +127,11 @@ def sweep(
             (a long run in sittings: `resume_sweep` goes on towards ``total_timesteps``).
         write_results: with ``run_dir``, write the finished run's results there (False:
             the caller writes them, as the CLI does with its evaluation and GIF).
+        env: your own environment (as in `make_train`): ``cfg.replace(env=env)``.
         **axes: field name → list of values (grid) or (low, high) (random).
     """
+    if env is not None:
+        cfg = cfg.replace(env=env)
     check_group_size(group_size, "sweep(group_size)")
     if run_dir is not None and checkpoint_every is None:
         checkpoint_every = "auto"
@@ -155,6 +160,8 @@ def sweep(
         "group_size": group_size,
         "axes": {k: [int(x) if k in static_axes else float(x) for x in v] for k, v in axes.items()},
     }
+    if describe_env(cfg) is not None:  # an own environment, described (names: no key, as
+        spec["env"] = describe_env(cfg)  # before; checkpoints are stamped with the spec)
     files = contextlib.nullcontext()
     if chunked:
         files = open_run(
@@ -202,11 +209,14 @@ def resume_sweep(
     should_stop: Callable[[], bool] | None = None,
     stop_at: int | None = None,
     write_results: bool = True,
+    env: Any = None,
 ) -> SweepResult:
     """Continue the checkpointed sweep in ``run_dir`` (its ``sweep.json`` gives the rest).
 
     The result equals that of the uninterrupted sweep, bit for bit on CPU. The device count
-    may differ from the first run's (checkpoints hold the agents without padding).
+    may differ from the first run's (checkpoints hold the agents without padding). A sweep
+    of an environment object needs it again as ``env`` (one that is not the recorded one is
+    refused); one named by an import path is imported again.
     """
     spec = read_json(Path(run_dir) / "sweep.json", "sweep.json")
     return sweep(
@@ -226,6 +236,7 @@ def resume_sweep(
         should_stop=should_stop,
         stop_at=stop_at,
         write_results=write_results,
+        env=env,
         **spec["axes"],
     )
 
@@ -239,6 +250,7 @@ def train_with_checkpoints(
     resume: bool = False,
     should_stop: Callable[[], bool] | None = None,
     progress: ProgressFn | None = None,
+    env: Any = None,
 ) -> TrainedAgent:
     """One agent trained in chunks of ``checkpoint_every`` updates, checkpointed after each.
 
@@ -253,7 +265,7 @@ def train_with_checkpoints(
         raise ValueError(f"checkpoint_every={checkpoint_every!r}: need a positive int.")
     res = sweep(
         cfg, [seed], run_dir=run_dir, checkpoint_every=checkpoint_every, resume=resume,
-        should_stop=should_stop, progress=progress,
+        should_stop=should_stop, progress=progress, env=env,
     )  # fmt: skip
     state, metrics = jax.tree.map(lambda x: x[0], (res.state, res.metrics))
     return TrainedAgent(state, metrics, res.finished)

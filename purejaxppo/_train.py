@@ -105,15 +105,18 @@ class Train:
         return config.traced()
 
 
-def make_train(cfg: PPOConfig, progress: ProgressFn | None = None) -> Train:
+def make_train(cfg: PPOConfig, progress: ProgressFn | None = None, *, env: Any = None) -> Train:
     """Build the one-program trainer for ``cfg`` (see `Train`).
 
     ``progress(Progress)``, if given, is called on the host after every update from inside
-    the compiled program (a `jax.debug.callback`), as for `sweep`.
+    the compiled program (a `jax.debug.callback`), as for `sweep`. ``env``: your own
+    environment, as ``cfg.replace(env=env)`` takes it (a gymnax-style env, ``(env,
+    params)``, a `purejaxppo.envs.Env`, or ``"package.module:attr"``); it is built and
+    traced here, and refused in one line, before anything compiles.
     """
     if not isinstance(cfg, PPOConfig):
         raise TypeError(f"make_train expects a PPOConfig, got {type(cfg).__name__}.")
-    return Train(cfg, progress)
+    return Train(cfg if env is None else cfg.replace(env=env), progress)
 
 
 def _check_key(key: Any) -> None:

@@ -11,9 +11,10 @@ import tyro
 from .._config import INIT_ONLY_FIELDS, TRACED_FIELDS, PPOConfig
 
 #: Flag types that differ from the field's annotation: a maze layout (rows of characters)
-#: comes from a --config file, so the flag takes a name. Every other flag has its field's
-#: own annotated type, so a new field is a flag without touching this module.
-_CLI_TYPE_OVERRIDES: dict[str, Any] = {"maze": str | None}
+#: comes from a --config file, so the flag takes a name; an env is a name or an import path
+#: (an env object exists only in Python). Every other flag has its field's own annotated
+#: type, so a new field is a flag without touching this module.
+_CLI_TYPE_OVERRIDES: dict[str, Any] = {"maze": str | None, "env": str}
 
 
 def flag_type(name: str) -> Any:

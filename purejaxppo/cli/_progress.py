@@ -63,7 +63,7 @@ def maze_name(cfg: PPOConfig) -> str:
 
 def env_name(cfg: PPOConfig) -> str:
     """The env as the banner names it: the maze too, for Maze-v0."""
-    return f"{cfg.env} maze={maze_name(cfg)}" if cfg.env == "Maze-v0" else cfg.env
+    return f"{cfg.env} maze={maze_name(cfg)}" if cfg.env == "Maze-v0" else str(cfg.env)
 
 
 #: Said between the banner and the progress bar's first update, which comes after compiling.

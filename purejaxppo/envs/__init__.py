@@ -4,6 +4,8 @@
 * `JumanjiMaze` (Maze-v0 and its layouts `EASY`, `MEDIUM`, `parse_layout`), `JumanjiEnv`
   (any other Jumanji env with (multi-)discrete actions: `ENCODERS`, `action_layout`),
   `GymnaxEnv` (`GYMNAX_ENVS`), and the `TimeInput` wrapper.
+* `OwnEnv`: your own environment where a config names one (an object: a gymnax-style env,
+  ``(env, params)`` or an `Env`; or an import path ``"package.module:attr"``).
 * `make_env(cfg)` builds what a config names (any object with the `EnvOptions` fields);
   `check_env` checks every env option; `SUPPORTED_ENVS` lists the tested names.
 
@@ -24,12 +26,14 @@ from ._jumanji import ActionLayout as ActionLayout
 from ._jumanji import JumanjiEnv as JumanjiEnv
 from ._jumanji import action_layout as action_layout
 from ._jumanji import flatten_observation as flatten_observation
+from ._own import OwnEnv as OwnEnv
 from ._registry import GYMNAX_ENVS as GYMNAX_ENVS
 from ._registry import JUMANJI_ENVS as JUMANJI_ENVS
 from ._registry import SUPPORTED_ENVS as SUPPORTED_ENVS
 from ._registry import EnvOptions as EnvOptions
 from ._registry import can_render as can_render
 from ._registry import check_env as check_env
+from ._registry import describe_env as describe_env
 from ._registry import make_env as make_env
 from ._wrappers import TimeInput as TimeInput
 

@@ -30,7 +30,17 @@ class EnvStep(NamedTuple):
 
 
 class Env:
-    """Base class: a single environment with automatic reset."""
+    """Base class: a single environment with automatic reset (public: subclass it to train
+    your own env with action masks or explicit truncation; docs/guide.md "Your own
+    environment").
+
+    Contract: ``reset(key) -> (state, obs, mask)`` and ``step(state, action) -> (state,
+    EnvStep)`` for *one* env, traceable under `jax.jit` and `jax.vmap`; ``obs`` always has
+    shape ``obs_shape`` and dtype ``obs_dtype``; ``mask`` is a bool vector of legal actions
+    (all True if every action is legal). ``action`` is an int32 scalar (one categorical
+    factor), an int32 vector (several, ``action_dims``) or a float32 vector of
+    ``num_actions`` numbers (``action_bounds`` set: continuous).
+    """
 
     num_actions: int
     obs_shape: tuple[int, ...]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, NamedTuple
 
 import jax
@@ -9,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, PRNGKeyArray
 
+from .._errors import one_line as _one_line
 from ._base import Env, EnvStep, select_tree
 
 
@@ -40,6 +42,8 @@ class GymnaxEnv(Env):
     """
 
     can_truncate = True
+    _public = False  # True: an object stepped through its own auto-resetting ``step``
+    _arity = 5  # how many values that ``step`` returns (6: gymnax 1.0's, with truncation)
 
     def __init__(self, name: str, time_limit: int | None = None, memory_length: int | None = None):
         try:
@@ -49,21 +53,102 @@ class GymnaxEnv(Env):
                 f"PPOConfig(env={name!r}) needs gymnax: pip install 'purejaxppo[gymnax]'."
             ) from e
         try:
-            self.env, self.params = gymnax.make(name)
+            env, params = gymnax.make(name)
         except (OSError, ValueError) as e:  # MNISTBandit-bsuite downloads MNIST when made
             raise ValueError(
                 f"PPOConfig.env={name!r}: gymnax could not build it ({type(e).__name__}: {e})."
             ) from e
-        if time_limit is not None:
-            self.params = self.params.replace(max_steps_in_episode=time_limit)
         if memory_length is not None:  # MemoryChain-bsuite (the config checks the name)
-            self.params = self.params.replace(memory_length=memory_length)
+            params = params.replace(memory_length=memory_length)
         if name == "MemoryChain-bsuite":  # +1 for the right answer at the end, -1 otherwise
             self.success_return = 1.0
-        self.name = name
-        self._action_space(self.env.action_space(self.params))
-        self._observation_space(self.env.observation_space(self.params))
-        self.max_episode_steps = int(self.params.max_steps_in_episode)
+        self._setup(env, params, name, time_limit)
+
+    @classmethod
+    def of(cls, env: Any, params: Any, label: str, time_limit: int | None = None) -> GymnaxEnv:
+        """A gymnax-style object (your own env; see `purejaxppo.envs.OwnEnv`), with
+        ``params`` (None: its ``default_params``). A subclass of gymnax's ``Environment``
+        (it has ``step_env`` and ``reset_env``) steps as the named envs do; any other object
+        through its own auto-resetting ``step``: gymnax 1.0's six outputs ``(obs, state,
+        reward, terminated, truncated, info)`` with ``info["final_observation"]`` bootstrap
+        truncations, while the older five ``(obs, state, reward, done, info)`` make every
+        ending a termination."""
+        self = cls.__new__(cls)
+        where = f"PPOConfig.env={label!r}"
+        if params is None:
+            try:
+                params = env.default_params
+            except Exception as e:
+                raise ValueError(f"{where}: its default_params raised {_one_line(e)}.") from e
+        self._setup(env, params, label, time_limit)
+        self._check_raw(where)
+        return self
+
+    def _setup(self, env: Any, params: Any, name: str, time_limit: int | None) -> None:
+        self.env, self.name = env, name
+        where = f"PPOConfig.env={name!r}"
+        if time_limit is not None:
+            if not hasattr(params, "max_steps_in_episode"):
+                raise ValueError(
+                    f"PPOConfig.time_limit={time_limit!r} is invalid: {name!r}'s params have "
+                    "no max_steps_in_episode to set; drop time_limit."
+                )
+            params = _replace(params, max_steps_in_episode=time_limit)
+        self.params = params
+        # gymnax's own classes (and subclasses) step without auto-reset, so we keep the
+        # observation a truncated episode ends on; other objects step through ``step``
+        self._public = not (hasattr(env, "step_env") and hasattr(env, "reset_env"))
+        reads = (("action", self._action_space), ("observation", self._observation_space))
+        for what, read in reads:
+            try:
+                space = getattr(env, f"{what}_space")(params)
+            except Exception as e:
+                raise ValueError(f"{where}: its {what}_space(params) raised {_one_line(e)}.") from e
+            read(space)
+        limit = getattr(params, "max_steps_in_episode", None)
+        if limit is None:
+            raise ValueError(
+                f"{where}: its params have no max_steps_in_episode (the episode's time limit, "
+                "which evaluation plays to at most); add the field to its params."
+            )
+        self.max_episode_steps = int(np.asarray(limit))
+
+    def _check_raw(self, where: str) -> None:
+        """The object's own observations keep one shape and dtype; how its step ends."""
+        key = jax.random.PRNGKey(0)
+        reset = self.env.reset if self._public else self.env.reset_env
+        step = self.env.step if self._public else self.env.step_env
+        try:
+            obs, state = jax.eval_shape(lambda k: reset(k, self.params), key)
+        except Exception as e:
+            raise ValueError(f"{where}: its reset does not trace ({_one_line(e)}).") from e
+        action = (
+            jnp.zeros((), jnp.int32)
+            if self.action_bounds is None
+            else jnp.zeros((self.num_actions,), jnp.float32)
+        )
+        try:
+            out = jax.eval_shape(lambda k, s, a: step(k, s, a, self.params), key, state, action)
+        except Exception as e:
+            raise ValueError(f"{where}: its step does not trace ({_one_line(e)}).") from e
+        if len(out) not in (5, 6):
+            raise ValueError(
+                f"{where}: its step returns {len(out)} values; gymnax's returns (obs, state, "
+                "reward, terminated, truncated, info), or (obs, state, reward, done, info)."
+            )
+        for when, x in (("reset", obs), ("step", out[0])):
+            if (tuple(x.shape), x.dtype) != (tuple(obs.shape), obs.dtype):
+                raise ValueError(
+                    f"{where}: its observation is {tuple(obs.shape)} {obs.dtype} at reset but "
+                    f"{tuple(x.shape)} {x.dtype} after a {when}; observations must keep one "
+                    "shape and dtype."
+                )
+        self._arity = len(out)
+        if self._public:
+            info = out[-1]
+            self.can_truncate = (
+                len(out) == 6 and isinstance(info, dict) and "final_observation" in info
+            )
 
     def _action_space(self, space) -> None:
         kind = type(space).__name__
@@ -112,10 +197,13 @@ class GymnaxEnv(Env):
 
     def reset(self, key):
         key, reset_key = jax.random.split(key)
-        obs, state = self.env.reset_env(reset_key, self.params)
+        reset = self.env.reset if self._public else self.env.reset_env
+        obs, state = reset(reset_key, self.params)
         return GymnaxState(state, key), self.encode(obs), jnp.ones(self.num_actions, bool)
 
     def step(self, state, action):
+        if self._public:
+            return self._step_public(state, action)
         key, step_key, reset_key = jax.random.split(state.key, 3)
         obs, inner, reward, terminated, _ = self.env.step_env(
             step_key, state.inner, action, self.params
@@ -133,3 +221,35 @@ class GymnaxEnv(Env):
             done=done,
             final_obs=final_obs,
         )
+
+    def _step_public(self, state, action):
+        """An object without ``step_env``: its own auto-resetting ``step``."""
+        key, step_key = jax.random.split(state.key)
+        out = self.env.step(step_key, state.inner, action, self.params)
+        if self._arity == 6:
+            obs, inner, reward, terminated, truncated, info = out
+            done = jnp.logical_or(terminated, truncated)
+        else:  # (obs, state, reward, done, info): every ending counts as a termination
+            obs, inner, reward, done, info = out
+            terminated = done
+        done = jnp.asarray(done, bool)
+        if not self.can_truncate:  # no final observation to bootstrap from
+            terminated = done
+        final_obs = self.encode(info["final_observation"]) if self.can_truncate else None
+        return GymnaxState(inner, key), EnvStep(
+            obs=self.encode(obs),
+            mask=jnp.ones(self.num_actions, bool),
+            reward=jnp.asarray(reward, jnp.float32),
+            terminated=jnp.asarray(terminated, bool),
+            done=done,
+            final_obs=final_obs,
+        )
+
+
+def _replace(params: Any, **changes) -> Any:
+    """``params`` with ``changes``: a flax/chex dataclass, a dataclass or a NamedTuple."""
+    if hasattr(params, "replace"):
+        return params.replace(**changes)
+    if hasattr(params, "_replace"):
+        return params._replace(**changes)
+    return dataclasses.replace(params, **changes)

@@ -15,6 +15,7 @@ from typing import Protocol
 from .._errors import invalid as _fail
 from ._base import Env
 from ._gymnax import GymnaxEnv
+from ._own import OwnEnv, check_own, own_env
 from ._wrappers import TimeInput
 
 #: Values of ``maze_view``.
@@ -24,7 +25,7 @@ MAZE_VIEWS = ("full", "egocentric", "local")
 class EnvOptions(Protocol):
     """The fields of a config that choose and shape its environment (`PPOConfig` has them)."""
 
-    env: str
+    env: str | OwnEnv
     maze: str | tuple[str, ...] | None
     maze_size: tuple[int, int]
     maze_pool: int
@@ -66,8 +67,8 @@ SUPPORTED_ENVS = ("Maze-v0", *JUMANJI_ENVS, *GYMNAX_ENVS, "brax/<name>")
 #: What the refusal of an unknown name lists (gymnax's and Jumanji's registries by count).
 _SUPPORTED_SHORT = (
     "Maze-v0, gymnax's registered envs ({gymnax}; the gymnax extra), any Jumanji env with "
-    "(multi-)discrete actions ({jumanji} registered; tested: {tested}), and 'brax/<name>' "
-    "(the brax extra)"
+    "(multi-)discrete actions ({jumanji} registered; tested: {tested}), 'brax/<name>' "
+    "(the brax extra), and your own environment: an object, or 'package.module:attr'"
 )
 
 
@@ -78,6 +79,9 @@ def check_env(cfg: EnvOptions) -> None:
     spec is checked when it is built (`make_env`), still before anything compiles.
     """
     _check_options(cfg)
+    if isinstance(cfg.env, OwnEnv) or (isinstance(cfg.env, str) and ":" in cfg.env):
+        _check_own_options(cfg)
+        return
     if cfg.env == "Maze-v0":
         from ._layouts import resolve_maze  # imports jumanji: only when a maze is asked for
 
@@ -141,8 +145,14 @@ def _is_gymnax(name: str) -> bool:
 
 
 def make_env(cfg: EnvOptions) -> Env:
-    """The environment a config names (with ``time_input`` when asked)."""
-    if cfg.env == "Maze-v0":
+    """The environment a config names (with ``time_input`` when asked).
+
+    Raises ValueError (one line) for an own environment that cannot be built or traced.
+    """
+    own = own_env(cfg.env)
+    if own is not None:
+        env = own.build(cfg.time_limit)
+    elif cfg.env == "Maze-v0":
         from ._maze import JumanjiMaze
 
         env = JumanjiMaze(
@@ -162,12 +172,46 @@ def make_env(cfg: EnvOptions) -> Env:
     return TimeInput(env) if cfg.time_input else env
 
 
+def describe_env(cfg: EnvOptions) -> str | None:
+    """An own environment in one line (`OwnEnv.description`), for the run directory to
+    record and resuming to compare; None for a registered name (the name says it all)."""
+    own = own_env(cfg.env)
+    return None if own is None else own.description(cfg.time_limit)
+
+
+def with_env(cfg, env, recorded: str | None = None, where: str = ""):
+    """``cfg`` on ``env`` (None: unchanged), refused in one line when ``recorded`` (the
+    description a run directory holds; None: a named env) describes another environment."""
+    if env is None:
+        return cfg
+    old = str(cfg.env) if recorded is None else recorded
+    cfg = cfg.replace(env=env)
+    if describe_env(cfg) != recorded:
+        raise ValueError(
+            f"{where}: it was trained on {old!r}, not on {describe_env(cfg) or str(env)!r}; "
+            "give the environment it was trained on."
+        )
+    return cfg
+
+
 def can_render(cfg: EnvOptions) -> bool:
     """Whether Jumanji's own renderer can draw this config's env: Jumanji envs, without
     ``time_input`` or ``maze_visited`` (rendering steps Jumanji's env, which keeps neither).
     Brax envs draw through Brax's MuJoCo renderer (needs an OpenGL context: EGL); gymnax has
     none."""
+    if not isinstance(cfg.env, str) or ":" in cfg.env:  # own environments: no renderer
+        return False
     return not _is_gymnax(cfg.env) and not cfg.time_input and not cfg.maze_visited
+
+
+def _check_own_options(cfg: EnvOptions) -> None:
+    """An own environment (an object or an import path): its form, and no named-env options.
+    It is built and traced by `make_env` (the trainer's first step, before compiling)."""
+    check_own(cfg.env)
+    if cfg.maze is not None:
+        _fail("maze", cfg.maze, f"maze options apply to Maze-v0 only, not env={cfg.env!r}.")
+    if cfg.brax_backend != "positional":
+        _fail("brax_backend", cfg.brax_backend, f"it applies to brax/ envs, not {cfg.env!r}.")
 
 
 def _check_brax(cfg: EnvOptions) -> None:

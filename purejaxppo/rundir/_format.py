@@ -37,6 +37,7 @@ import jax
 import numpy as np
 
 from .._config import PPOConfig
+from ..envs._own import OwnEnv
 from ._lock import RunDirWarning
 
 FORMAT = "purejaxppo-checkpoint-1"
@@ -67,6 +68,8 @@ def config_from_json(d: dict) -> PPOConfig:
 
 
 def _jsonable(v):
+    if isinstance(v, OwnEnv):  # an env object: its label (the object is given again to load)
+        return v.label
     if isinstance(v, tuple):
         return [_jsonable(x) for x in v]
     if isinstance(v, (np.ndarray, jax.Array)):

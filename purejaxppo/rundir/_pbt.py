@@ -32,6 +32,7 @@ from .._figures import curve_band
 from .._ppo import RunnerState
 from .._results import History, PBTResult, unfilled
 from .._search import LOG_UNIFORM_FIELDS, initial_population
+from ..envs import describe_env
 from ._format import CheckpointError, atomic_write, config_from_json, read_json, read_newest_intact
 from ._lock import claim
 from ._write import resolved_config_json, write_params
@@ -63,6 +64,8 @@ def _write_pbt_run(run_dir: Path, res: PBTResult, timings: dict) -> str:
         "finished": False,  # until every file below is written
         "timings": timings,
     }
+    if describe_env(res.config) is not None:  # an own environment (read_run compares)
+        meta["env"] = describe_env(res.config)
     atomic_write(run_dir / "config.json", json.dumps(meta, indent=1).encode())
     arrays = {k: np.asarray(v) for k, v in res.metrics._asdict().items()}
     arrays.update({f"hp_{k}": v for k, v in res.hyperparameters.items()})

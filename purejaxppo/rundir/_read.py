@@ -23,6 +23,7 @@ from .._evaluate import Policy, policy_of
 from .._networks import AbstractActorCritic, network_shapes
 from .._normalize import RunningStats, wanted
 from ..envs import make_env
+from ..envs._registry import with_env
 from ._format import (
     PARAMS_FORMAT,
     CheckpointError,
@@ -115,11 +116,14 @@ def _read_config_json(path: Path) -> dict:
     return meta
 
 
-def read_run(run_dir: str | Path) -> dict:
+def read_run(run_dir: str | Path, env: Any = None) -> dict:
     """``config.json`` of a run directory, with ``config`` as a `PPOConfig`, ``axes`` (a PBT
     run's population is the axis ``"agent"``) and ``values`` (per-agent hyperparameters).
 
     A run that has not finished has no ``config.json`` yet: the error says how to resume it.
+    ``env``: the environment object a run was trained on (``config`` then holds it, and one
+    other than the recorded one is refused); without it, such a config names it
+    ``"object:<module>:<class>"``, which builds no env.
     """
     path = Path(run_dir)
     if not (path / "config.json").exists():
@@ -129,6 +133,7 @@ def read_run(run_dir: str | Path) -> dict:
             f"so it has no results yet; finish it with: {info.resume_command}"
         )
     meta = _read_config_json(path)
+    meta["config"] = with_env(meta["config"], env, meta.get("env"), str(path))
     if "axes" not in meta and (path / "pbt.json").exists():  # PBT, written before 2026-12
         meta.update(_legacy_pbt_meta(path, meta))
     return meta
@@ -150,10 +155,13 @@ def load_params(run_dir: str | Path) -> list[AbstractActorCritic]:
     return [params for params, _ in load_agents(run_dir)]
 
 
-def load_agents(run_dir: str | Path) -> list[tuple[AbstractActorCritic, RunningStats | None]]:
+def load_agents(
+    run_dir: str | Path, env: Any = None
+) -> list[tuple[AbstractActorCritic, RunningStats | None]]:
     """`load_params` with each program's frozen observation statistics (None when the run
-    did not normalise observations): what `evaluate` and `Policy` need."""
-    meta = read_run(run_dir)
+    did not normalise observations): what `evaluate` and `Policy` need. ``env``: as for
+    `read_run`."""
+    meta = read_run(run_dir, env)
     cfg, axes = meta["config"], meta["axes"]
     if meta.get("kind") == "pbt" and not (Path(run_dir) / "params.eqx").exists():
         state, _, _ = read_pbt_checkpoint(run_dir)
@@ -177,14 +185,15 @@ def load_agents(run_dir: str | Path) -> list[tuple[AbstractActorCritic, RunningS
     return out
 
 
-def load_policy(run_dir: str | Path, **coords: Any) -> Policy:
+def load_policy(run_dir: str | Path, env: Any = None, **coords: Any) -> Policy:
     """One agent of a run as ``policy(obs, mask, key=None) -> action``, picked by its swept
-    coordinates (``seed=2``, ``lr=3e-4``; axes of length one may be omitted)."""
-    meta = read_run(run_dir)
+    coordinates (``seed=2``, ``lr=3e-4``; axes of length one may be omitted). ``env``: the
+    environment object the run was trained on, if it was one (see `read_run`)."""
+    meta = read_run(run_dir, env)
     axes = meta["axes"]
     program, local = split_program(axes, index_of(axes, coords))
     cfg = meta["config"].replace(**static_setting(axes, index_of(axes, coords)))
-    params, obs_norm = load_agents(run_dir)[program]
+    params, obs_norm = load_agents(run_dir, env)[program]
     dist = policy_distribution(cfg, make_env(cfg))
     return policy_of(params, local, dist=dist, obs_norm=obs_norm)
 

@@ -36,7 +36,7 @@ from .._evaluate import Policy, evaluate, has_success
 from .._figures import plot_curves, write_gif
 from .._ppo import Metrics
 from .._results import SweepResult
-from ..envs import can_render, make_env
+from ..envs import can_render, describe_env, make_env
 from ..stats import final_scores
 from ._format import (
     PARAMS_FORMAT,
@@ -95,6 +95,8 @@ def _write_run(run_dir: Path, result: SweepResult, timings, eval_episodes, gif, 
         "finished": False,  # until every file below is written
         "timings": timings,
     }
+    if describe_env(cfg) is not None:  # an own environment, described (read_run compares)
+        meta["env"] = describe_env(cfg)
     atomic_write(run_dir / "config.json", json.dumps(meta, indent=1).encode())
     _write_metrics(run_dir, result)
     params = _params_by_program(result)
