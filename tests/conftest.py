@@ -1,3 +1,4 @@
+import importlib.util
 import os
 import tempfile
 
@@ -19,6 +20,13 @@ os.environ["PUREJAXPPO_CACHE_DIR"] = tempfile.mkdtemp(prefix="purejaxppo-xla-cac
 # move apart). Tests that use it share one engine, so its programs compile once per session.
 SMALL = PPOConfig(
     maze="medium", num_envs=4, num_steps=32, minibatch_size=64, update_epochs=2, total_timesteps=384
+)
+
+
+#: For a test that builds a gymnax env: skipped, saying why, where the extra is not installed
+#: (gymnax 1.0.1 requires jax<0.12, so a venv with jax 0.12 has none).
+needs_gymnax = pytest.mark.skipif(
+    importlib.util.find_spec("gymnax") is None, reason="pip install '.[gymnax]'"
 )
 
 

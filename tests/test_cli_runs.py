@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import cli, compilation_cache_off, one_line
+from conftest import cli, compilation_cache_off, needs_gymnax, one_line
 
 from purejaxppo._engine import Engine
 from purejaxppo.cli import main
@@ -96,6 +96,7 @@ def test_a_pbt_agent_loads_as_a_policy(pbt_dir):
     assert policy(obs, mask).shape == ()
 
 
+@needs_gymnax  # the run is CartPole's
 def test_eval_of_a_pbt_run_from_an_earlier_release_reads_its_final_checkpoint(tmp_path, capsys):
     run_dir = tmp_path / "pbt"
     shutil.copytree(DATA / "pbt", run_dir)
@@ -392,3 +393,13 @@ def test_pbt_stop_at_then_resume_equals_the_uninterrupted_run(pbt_dir, tmp_path,
         assert a.files == b.files
         for name in a.files:  # one machine, the same programs: bit for bit
             np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+
+
+@pytest.mark.slow  # compiles and times the medium maze for one agent (~10 s)
+def test_the_gpu_suite_keeps_to_its_budget_on_any_backend(capsys):
+    """`bench --suite gpu` with a budget its first row uses up: every later count, and the
+    full run of 256 agents, are skipped (the full run once ran unbudgeted when its row was)."""
+    code, out, err = cli(capsys, "bench", "--suite", "gpu", "--budget-s", "1", "--updates", "1")
+    assert code == 0, err
+    assert out.count("skipped: estimated") == 4  # 64, 256, 1024 and 4096 agents
+    assert "full run, 256 agents: skipped (its timing row was skipped)" in out

@@ -5,6 +5,7 @@ import math
 import jax
 import jax.numpy as jnp
 import pytest
+from conftest import needs_gymnax
 
 from purejaxppo import PPOConfig
 
@@ -133,6 +134,7 @@ def test_random_valid_configs_construct_and_invalid_ones_are_refused():
     invalid()
 
 
+@needs_gymnax  # builds CartPole
 def test_env_options_are_checked_in_envs_alone_through_their_protocol():
     """`envs` reads a config through `EnvOptions` and never imports the PPO config."""
     import ast

@@ -49,3 +49,30 @@ def test_programs_past_the_limit_are_freed_and_compile_again_alike(limit_of_one)
     # Two more programs at ~600 mappings each (measured) would add ~1,200 if kept.
     assert grown < 300, f"{grown} new memory mappings after 2 programs past the limit"
     assert tree_equal(engine.run(state, hp, 1), first)  # compiled again, same result
+
+
+@pytest.mark.subprocess
+@pytest.mark.timeout(300)
+@pytest.mark.skipif(not os.path.exists(MAPS), reason="counts /proc/self/maps (Linux)")
+def test_the_mapping_reproducer_grows_when_programs_are_held_and_levels_off_with_ours():
+    """tests/map_count.py, small: held programs add ~3 mappings per kernel each (the growth
+    that ends in XLA's abort at vm.max_map_count), the engine's rule levels off."""
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).parent / "map_count.py"
+    added = {}
+    for hold in ("jax", "ours"):
+        out = subprocess.run(
+            [sys.executable, str(script), "--hold", hold, "--programs", "8", "--sorts", "50",
+             "--keep", "2", "--every", "4"],
+            capture_output=True, text=True, timeout=240,
+        )  # fmt: skip
+        assert out.returncode == 0, out.stderr[-2000:]
+        counts = [int(n) for n in re.findall(r"programs: (\d+) mappings", out.stdout)]
+        assert len(counts) == 2 and "finished: 8 programs" in out.stdout
+        added[hold] = counts[1] - counts[0]  # mappings added by programs 5 to 8
+    assert added["jax"] >= 4 * 100  # 50 sorts × ~3 mappings, for each of 4 held programs
+    assert added["ours"] < 100  # each new program frees an old one

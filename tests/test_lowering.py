@@ -16,7 +16,7 @@ import re
 import jax
 import jax.numpy as jnp
 import pytest
-from conftest import SMALL
+from conftest import SMALL, needs_gymnax
 
 from purejaxppo import PPOConfig
 from purejaxppo._engine import Engine, batched
@@ -67,8 +67,8 @@ PENDULUM = PPOConfig(env="Pendulum-v1", num_envs=4, num_steps=16, minibatch_size
         ("make_train (one agent)", SMALL, 1, None),
         ("sweep: 8 agents vmapped", SMALL, 8, None),
         ("sweep: 8 agents in groups of 2", SMALL, 8, 2),
-        ("continuous (Gaussian), 4 agents", PENDULUM, 4, None),
-        ("recurrent (GRU), 4 agents", GRU, 4, None),
+        pytest.param("continuous (Gaussian), 4 agents", PENDULUM, 4, None, marks=needs_gymnax),
+        pytest.param("recurrent (GRU), 4 agents", GRU, 4, None, marks=needs_gymnax),
     ],
 )
 def test_the_trainer_lowers_for_gpu_and_tpu_with_no_cpu_only_calls(name, cfg, n, group):

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import ACROSS_SHAPES, ULP_ATOL, tree_close, tree_equal
+from conftest import ACROSS_SHAPES, ULP_ATOL, needs_gymnax, tree_close, tree_equal
 
 from purejaxppo import (
     Policy,
@@ -161,8 +161,9 @@ def test_hidden_state_resets_where_episodes_end():
 # ------------------------------------------------------------------- the loss ratio ---
 @pytest.mark.parametrize("cfg", [
     pytest.param(LOCAL, marks=pytest.mark.slow),  # every ending a termination
-    PPOConfig(env="MemoryChain-bsuite", network="gru", hidden_size=16, conv_channels=(),
-              num_envs=4, num_steps=22, minibatch_size=44, total_timesteps=88, time_limit=4),
+    pytest.param(PPOConfig(env="MemoryChain-bsuite", network="gru", hidden_size=16,
+                           conv_channels=(), num_envs=4, num_steps=22, minibatch_size=44,
+                           total_timesteps=88, time_limit=4), marks=needs_gymnax),
 ], ids=["maze-local", "memorychain-truncating"])  # fmt: skip
 def test_loss_recomputes_the_rollouts_log_probs_and_values(cfg):
     """On the first minibatch (parameters as in the rollout), the ratio is 1."""

@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import needs_gymnax
 
 from purejaxppo import PPOConfig, make_train
 from purejaxppo._ppo import RunnerState, bootstrap_values, collect, gae
@@ -107,13 +108,6 @@ def test_from_purejaxrl_translates_every_key():
 
 
 # ---- gymnax (the test environment installs the optional extra) ----
-try:
-    import gymnax  # noqa: F401
-
-    HAVE_GYMNAX = True
-except ImportError:
-    HAVE_GYMNAX = False
-needs_gymnax = pytest.mark.skipif(not HAVE_GYMNAX, reason="pip install '.[gymnax]'")
 
 
 @needs_gymnax

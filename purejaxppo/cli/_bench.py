@@ -77,7 +77,10 @@ def bench(cmd: BenchCmd) -> int:
     if cmd.suite == "gpu":
         count, left = 256, cmd.budget_s - (time.perf_counter() - start)
         row = next((r for r in rows if r.agents == count), None)
-        estimate = 0.0 if row is None else row.compile_s * 1.5 + row.update_s * cfg.num_updates
+        if row is None:  # its timing row was skipped for the budget: the full run would be too
+            print(f"\nfull run, {count} agents: skipped (its timing row was skipped)")
+            return 0
+        estimate = row.compile_s * 1.5 + row.update_s * cfg.num_updates
         if estimate > left:
             print(f"\nfull run, {count} agents: skipped (estimated {estimate:.0f} s > {left:.0f})")
             return 0
