@@ -384,3 +384,31 @@ def test_the_guides_own_environment_example_runs_as_written(capsys):
     exec(compile(code, "docs/guide.md: Your own environment", "exec"), namespace)
     assert np.all(np.asarray(namespace["result"].episode_return) == -5)
     assert capsys.readouterr().out.strip() == "[-5. -5. -5. -5.]"
+
+
+class _FiveOutputs(Corridor):
+    """Older gymnax's ``step``: (obs, state, reward, done, info), no truncation apart."""
+
+    def step(self, key, state, action, params):
+        obs, state, reward, terminated, truncated, _ = super().step(key, state, action, params)
+        return obs, state, reward, terminated | truncated, {}
+
+
+class _NoFinalObservation(Corridor):
+    """gymnax 1.0's six outputs, but no ``info["final_observation"]`` to bootstrap from."""
+
+    def step(self, key, state, action, params):
+        *out, _ = super().step(key, state, action, params)
+        return (*out, {})
+
+
+@pytest.mark.parametrize("env", [_FiveOutputs(), _NoFinalObservation()], ids=["5", "6-no-final"])
+def test_without_a_final_observation_every_ending_is_a_termination(env, key):
+    ours = make_env(SMALL.replace(env=env))
+    assert not ours.can_truncate
+    state, _, _ = ours.reset(key)
+    for _ in range(20):  # always "left": the env's time limit ends the episode at step 20
+        state, out = ours.step(state, jnp.int32(0))
+    assert out.final_obs is None
+    assert bool(out.done) and bool(out.terminated)  # no bootstrap without the final obs
+    assert int(jnp.argmax(out.obs)) == 0  # the next episode's first observation
