@@ -54,8 +54,7 @@ def requested_cpu_devices() -> int:
 def user_set_cpu_devices() -> bool:
     """Whether the user chose the CPU device count themselves (XLA_FLAGS or jax's config)."""
     flags = os.environ.get("XLA_FLAGS", "")
-    chosen = getattr(jax.config, "jax_num_cpu_devices", -1)  # an older jax lacks the option
-    return "xla_force_host_platform_device_count" in flags or chosen >= 0
+    return "xla_force_host_platform_device_count" in flags or jax.config.jax_num_cpu_devices >= 0
 
 
 def use_cpu_devices(count: int | None = None) -> int | None:
@@ -73,8 +72,6 @@ def use_cpu_devices(count: int | None = None) -> int | None:
     try:
         jax.config.update("jax_num_cpu_devices", count)
     except RuntimeError:  # backends already initialised
-        return None
-    except AttributeError:  # a jax without the option: its own default
         return None
     return count
 

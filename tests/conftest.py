@@ -1,5 +1,7 @@
+import atexit
 import importlib.util
 import os
+import shutil
 import tempfile
 
 # One CPU device, as JAX's default, whatever this machine's core count: the suite's shapes
@@ -15,6 +17,7 @@ from purejaxppo import PPOConfig  # noqa: E402
 # The CLI turns on JAX's persistent compilation cache; in the tests (and the subprocesses
 # they start) it lives in a fresh directory of this session, never the user's ~/.cache.
 os.environ["PUREJAXPPO_CACHE_DIR"] = tempfile.mkdtemp(prefix="purejaxppo-xla-cache-")
+atexit.register(shutil.rmtree, os.environ["PUREJAXPPO_CACHE_DIR"], ignore_errors=True)
 
 # The suite's shared small config (3 updates of the medium maze, enough for parameters to
 # move apart). Tests that use it share one engine, so its programs compile once per session.
