@@ -14,6 +14,8 @@
 
 venv() {
     local python_arg="$1" jax_arg="$2" python="$1" root name
+    # Leave the previous line's venv first: its python3 would stand in for the system's.
+    if [ -n "${VIRTUAL_ENV:-}" ] && [ "$(type -t deactivate)" = function ]; then deactivate; fi
     if [[ "$python_arg" =~ ^3\.[0-9]+$ ]]; then
         # A version: the newest patch release under pyenv, else python3.X on PATH.
         root="$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")"
