@@ -171,6 +171,24 @@ def _run_torso(convs, mlp, act, obs: Array) -> Float[Array, " W"]:
     return x
 
 
+#: A Linear layer on at most this many inputs runs as a sum of broadcast products, not as a
+#: matrix product (`_linear`).
+NARROW_INPUT = 8
+
+
+def _linear(lin: eqx.nn.Linear, x: Float[Array, " I"]) -> Array:
+    """``lin(x)``; for a narrow input (a low-dimensional observation, e.g. Pendulum's 3
+    floats), as ``sum_k W[:, k] x[k] + b``: the same maths, but XLA:CPU then emits one small
+    fused loop forward and a reduction backward, where a GEMM call on a 3-wide operand cost
+    ~40–50 µs each way per minibatch (docs/benchmarks.md)."""
+    if x.shape[-1] > NARROW_INPUT or lin.out_features == "scalar":
+        return lin(x)
+    y = lin.weight[:, 0] * x[0]
+    for k in range(1, x.shape[-1]):
+        y = y + lin.weight[:, k] * x[k]
+    return y if lin.bias is None else y + lin.bias
+
+
 #: `PPOConfig.activation` names → functions (the one list of choices).
 ACTIVATIONS = {"relu": jax.nn.relu, "tanh": jnp.tanh}
 
@@ -380,7 +398,7 @@ class SeparateActorCritic(AbstractActorCritic):
         def run(layers):
             h = x
             for lin in layers[:-1]:
-                h = act(lin(h))
+                h = act(_linear(lin, h))
             return layers[-1](h)
 
         return _with_log_std(run(self.actor), self.log_std), run(self.critic)

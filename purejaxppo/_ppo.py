@@ -347,6 +347,13 @@ def shuffle(key: PRNGKeyArray, n: int) -> Int[Array, " n"]:
     return (jnp.sort(packed) & low).astype(jnp.int32)
 
 
+#: Inside `learn`, the flat parameter vector (and Adam's moments) is zero-padded to a multiple
+#: of this many floats. XLA:CPU's loop emitter vectorises an elementwise loop well only when its
+#: length is a multiple of the vector width: for PureJaxRL's 256-256 continuous networks
+#: (134,147 parameters) Adam's step took 2.5× as long unpadded (docs/benchmarks.md). The
+#: padding has zero gradients, so Adam keeps it at zero; the state between updates is unpadded.
+FLAT_MULTIPLE = 128
+
 #: Epochs per iteration of `learn`'s epoch loop. The same update either way, to float
 #: rounding (XLA fuses the two programs differently, ~1 ulp; tests/test_train.py). Two
 #: let XLA:CPU schedule a small agent's update better (measured in docs/benchmarks.md).
@@ -374,10 +381,21 @@ def learn(
     # The optimiser sees all parameters as one flat vector: Adam, the clip and the gradient
     # norm then run as a few fused kernels instead of a few per weight array. On XLA:CPU each
     # kernel launch costs microseconds, which at this network size is most of the update.
-    flat_params, unravel = ravel_pytree(state.params)
+    unpadded = ravel_pytree(state.params)[0]
+    n = unpadded.size
+    padded = -(-n // FLAT_MULTIPLE) * FLAT_MULTIPLE
+    # Raveled with the padding as one more leaf, so the gradient is one concatenation.
+    tail = jnp.zeros(padded - n, unpadded.dtype)
+    flat_params, unravel = ravel_pytree((state.params, tail))
+
+    def pad(x):  # Adam's moments; not its step count
+        return jnp.pad(x, (0, padded - n)) if x.shape == (n,) else x
+
+    def unpad(x):
+        return x[:n] if x.shape == (padded,) else x
 
     def flat_loss(flat, mb, adv, target, mb_hidden):
-        return ppo_loss(unravel(flat), cfg, mb, adv, target, dist, mb_hidden)
+        return ppo_loss(unravel(flat)[0], cfg, mb, adv, target, dist, mb_hidden)
 
     if hidden is None:  # rows of the flat batch
         rows, gather = cfg.batch_size, lambda x, idx: x[idx]
@@ -409,11 +427,12 @@ def learn(
     key, epoch_key = jax.random.split(state.key)
     (flat_params, opt_state), info = jax.lax.scan(
         epoch,
-        (flat_params, state.opt_state),
+        (flat_params, jax.tree.map(pad, state.opt_state)),
         jax.random.split(epoch_key, cfg.update_epochs),
         unroll=EPOCH_UNROLL,
     )
-    state = dataclasses.replace(state, params=unravel(flat_params), opt_state=opt_state, key=key)
+    opt_state = jax.tree.map(unpad, opt_state)
+    state = dataclasses.replace(state, params=unravel(flat_params)[0], opt_state=opt_state, key=key)
     skipped = jnp.sum(info.skipped).astype(jnp.int32)
     return state, jax.tree.map(jnp.mean, info)._replace(skipped=skipped)
 

@@ -324,3 +324,27 @@ def eqx_replace(module, **changes):
     import dataclasses
 
     return dataclasses.replace(module, **changes)
+
+
+def test_a_narrow_first_layer_computes_what_the_linear_does():
+    """PureJaxRL's network on Pendulum's 3 floats runs its first layers as broadcast products
+    (`_networks._linear`, a speed choice); outputs and gradients must be the Linear's own,
+    to float rounding."""
+    import equinox as eqx
+
+    from purejaxppo._networks import NARROW_INPUT, _linear
+
+    lin = eqx.nn.Linear(3, 256, key=jax.random.PRNGKey(0))
+    x = jax.random.normal(jax.random.PRNGKey(1), (64, 3))
+    assert x.shape[-1] <= NARROW_INPUT
+
+    def loss(layer, fn):
+        return jnp.sum(jnp.tanh(jax.vmap(lambda v: fn(layer, v))(x)) ** 2)
+
+    ours, theirs = (jax.jit(lambda m, f=f: jax.value_and_grad(loss)(m, f))(lin)
+                    for f in (_linear, lambda m, v: m(v)))  # fmt: skip
+    for a, b in zip(jax.tree.leaves(ours), jax.tree.leaves(theirs), strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+    wide = eqx.nn.Linear(NARROW_INPUT + 1, 4, key=jax.random.PRNGKey(2))
+    v = jnp.arange(NARROW_INPUT + 1.0)
+    assert jnp.array_equal(_linear(wide, v), wide(v))  # wider inputs: the Linear itself

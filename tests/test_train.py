@@ -155,3 +155,33 @@ def test_learn_equals_its_epochs_one_loop_iteration_each(epochs, monkeypatch):
     assert unrolls(lambda s: learn(s)) == "unroll=1"
     for a, b in zip(jax.tree.leaves(unrolled), jax.tree.leaves(plain), strict=True):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6, atol=1e-7)
+
+
+def test_learn_equals_its_unpadded_update(monkeypatch):
+    """`learn` pads the flat parameters and Adam's moments to a multiple of
+    `_ppo.FLAT_MULTIPLE` (a speed choice: XLA:CPU vectorises the loops then); the update must
+    be the one without padding, to float rounding, and the state it returns unpadded."""
+    from jax.flatten_util import ravel_pytree
+
+    from purejaxppo import _ppo
+    from purejaxppo.envs import make_env
+
+    cfg = SMALL
+    env = make_env(cfg)
+    state = jax.jit(lambda k: _ppo.init_state(cfg, env, k))(jax.random.PRNGKey(5))
+    n = ravel_pytree(state.params)[0].size
+    assert n % _ppo.FLAT_MULTIPLE, "the test needs a parameter count the padding changes"
+    _, traj, _ = jax.jit(lambda s: _ppo.collect(cfg, env, s))(state)
+    flat = jax.tree.map(lambda x: x.reshape(cfg.batch_size, *x.shape[2:]), traj)
+    adv = jax.random.normal(jax.random.PRNGKey(6), (cfg.batch_size,))
+
+    def learn(s):
+        return _ppo.learn(cfg, s, flat, adv, adv + 1.0)
+
+    padded = jax.jit(learn)(state)
+    monkeypatch.setattr(_ppo, "FLAT_MULTIPLE", 1)
+    plain = jax.jit(lambda s: learn(s))(state)  # a new function: traced again, unpadded
+    shapes = jax.tree.map(lambda x: x.shape, state.opt_state)
+    assert jax.tree.map(lambda x: x.shape, padded[0].opt_state) == shapes
+    for a, b in zip(jax.tree.leaves(padded), jax.tree.leaves(plain), strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6, atol=1e-7)
