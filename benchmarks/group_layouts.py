@@ -2,15 +2,17 @@
 
     python benchmarks/group_layouts.py CONFIG LAYOUTS UPDATES ROUNDS
 
-CONFIG: ``'{}'`` (the medium-maze default), a JSON object of `PPOConfig` fields, or
-``cartpole`` (PureJaxRL's CartPole config). LAYOUTS: JSON ``{"agents": [G, ...]}``; G = 0 is
-the backend's default width, G ≥ agents is all at once. Every layout is compiled and run once
-first; then ROUNDS rounds alternate over the layouts, UPDATES updates each, and the medians
-are printed as aggregate steps/s and × one agent. The agents are placed as `sweep` places them
-(over every device; one agent unsharded). E.g.
+CONFIG: ``'{}'`` (the medium-maze default), a JSON object of `PPOConfig` fields,
+``cartpole`` (PureJaxRL's CartPole config) or ``pendulum`` (its continuous config on gymnax
+Pendulum-v1, as in bench_vs_purejaxrl.py; needs gymnax). LAYOUTS: JSON
+``{"agents": [G, ...]}``; G = 0 is the backend's default width, G ≥ agents is all at once.
+Every layout is compiled and run once first; then ROUNDS rounds alternate over the layouts,
+UPDATES updates each, and the medians are printed as aggregate steps/s and × one agent. The
+agents are placed as `sweep` places them (over every device; one agent unsharded). E.g.
 
     python benchmarks/group_layouts.py '{}' '{"4":[0],"16":[0],"64":[0],"256":[0]}' 1 5
     python benchmarks/group_layouts.py cartpole '{"64":[1,4,8,16,32]}' 10 4
+    python benchmarks/group_layouts.py pendulum '{"16":[0,1,2,4]}' 3 3
 """
 
 import json
@@ -34,11 +36,14 @@ def main() -> None:
     spec, layouts_json, updates, rounds = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:5])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # 5e5 is not a multiple of the batch: as PureJaxRL
-        cfg = (
-            PPOConfig.from_purejaxrl(CARTPOLE)
-            if spec == "cartpole"
-            else PPOConfig(**json.loads(spec))
-        )
+        if spec == "cartpole":
+            cfg = PPOConfig.from_purejaxrl(CARTPOLE)
+        elif spec == "pendulum":
+            from bench_vs_purejaxrl import PENDULUM  # this script's folder is on sys.path
+
+            cfg = PPOConfig.from_purejaxrl(PENDULUM)
+        else:
+            cfg = PPOConfig(**json.loads(spec))
     layouts = {"one": (1, None)}
     for n, widths in json.loads(layouts_json).items():
         for g in widths:
