@@ -5,14 +5,15 @@
 CONFIG: ``'{}'`` (the medium-maze default), a JSON object of `PPOConfig` fields,
 ``cartpole`` (PureJaxRL's CartPole config) or ``pendulum`` (its continuous config on gymnax
 Pendulum-v1, as in bench_vs_purejaxrl.py; needs gymnax). LAYOUTS: JSON
-``{"agents": [G, ...]}``; G = 0 is the backend's default width, G ≥ agents is all at once.
+``{"agents": [G, ...]}``; G = 0 is the backend's default width, G ≥ agents is all at once;
+``"one:G"`` runs those agents on one CPU device instead of split over the devices.
 Every layout is compiled and run once first; then ROUNDS rounds alternate over the layouts,
 UPDATES updates each, and the medians are printed as aggregate steps/s and × one agent. The
 agents are placed as `sweep` places them (over every device; one agent unsharded). E.g.
 
     python benchmarks/group_layouts.py '{}' '{"4":[0],"16":[0],"64":[0],"256":[0]}' 1 5
     python benchmarks/group_layouts.py cartpole '{"64":[1,4,8,16,32]}' 10 4
-    python benchmarks/group_layouts.py pendulum '{"16":[0,1,2,4]}' 3 3
+    python benchmarks/group_layouts.py pendulum '{"16":[0,1,2,"one:0","one:1"]}' 3 3
 """
 
 import json
@@ -44,13 +45,16 @@ def main() -> None:
             cfg = PPOConfig.from_purejaxrl(PENDULUM)
         else:
             cfg = PPOConfig(**json.loads(spec))
-    layouts = {"one": (1, None)}
+    layouts = {"one": (1, None, None)}
     for n, widths in json.loads(layouts_json).items():
         for g in widths:
-            layouts[f"{n}/G{g or 'default'}"] = (int(n), g or None)
+            alone = isinstance(g, str) and g.startswith("one:")
+            g = int(g[4:]) if alone else g
+            mesh = False if alone else mesh_for(None, int(n))  # as `sweep` places them
+            layouts[f"{n}/G{g or 'default'}{'/1dev' if alone else ''}"] = (int(n), g or None, mesh)
     engines, hps, states, first = {}, {}, {}, {}
-    for name, (n, g) in layouts.items():
-        engines[name] = Engine(cfg, mesh=mesh_for(None, n), group_size=g)  # as `sweep`
+    for name, (n, g, mesh) in layouts.items():
+        engines[name] = Engine(cfg, mesh=mesh_for(None, n) if mesh is None else mesh, group_size=g)
         keys, hps[name], _ = agent_inputs(cfg, {}, list(range(n)))
         t0 = time.perf_counter()
         states[name] = engines[name].init(keys, hps[name])
@@ -59,14 +63,14 @@ def main() -> None:
         first[name] = time.perf_counter() - t0
     times = {k: [] for k in layouts}
     for _ in range(rounds):
-        for name, (n, _) in layouts.items():
+        for name, (n, _, _) in layouts.items():
             t0 = time.perf_counter()
             states[name], m = engines[name].run(states[name], hps[name], updates)
             jax.block_until_ready(m)
             times[name].append(n * updates * cfg.batch_size / (time.perf_counter() - t0))
     one = statistics.median(times["one"])
     print(f"{jax.device_count()} device(s), {len(jax.devices('cpu'))} CPU device(s)")
-    for name, (n, _) in layouts.items():
+    for name, (n, _, _) in layouts.items():
         med = statistics.median(times[name])
         width = engines[name].groups.get((("run", updates), n), n)
         print(
