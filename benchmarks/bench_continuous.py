@@ -47,16 +47,16 @@ engines = {
     "normalised": Engine(cfg, mesh=False),
     "raw": Engine(cfg.replace(normalize_obs=False, normalize_reward=False), mesh=False),
 }
-keys, hp, _ = agent_inputs(cfg, {}, [0])
-states = {k: e.init(keys, hp) for k, e in engines.items()}
+hps = {k: agent_inputs(e.cfg, {}, [0])[:2] for k, e in engines.items()}  # each its own
+states = {k: e.init(*hps[k]) for k, e in engines.items()}
 for k, e in engines.items():  # compile and warm up
-    states[k], m = e.run(states[k], hp, 5)
+    states[k], m = e.run(states[k], hps[k][1], 5)
     jax.block_until_ready(m)
 times = {k: [] for k in engines}
 for _ in range(7):
     for k, e in engines.items():
         t0 = time.perf_counter()
-        states[k], m = e.run(states[k], hp, 5)
+        states[k], m = e.run(states[k], hps[k][1], 5)
         jax.block_until_ready(m)
         times[k].append((time.perf_counter() - t0) / 5)
 on, off = statistics.median(times["normalised"]), statistics.median(times["raw"])

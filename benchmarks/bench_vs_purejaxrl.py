@@ -4,9 +4,17 @@ Run:  PUREJAXRL_DIR=/path/to/purejaxrl pytest benchmarks/bench_vs_purejaxrl.py -
 
 ``PUREJAXRL_DIR`` is a checkout of https://github.com/luchris429/purejaxrl (the directory
 holding ``purejaxrl/ppo_continuous_action.py``). Its code needs ``flax`` and ``distrax`` in
-this venv (``pip install flax distrax``); without the checkout or those packages every case
-is skipped, saying which is missing. ``BENCH_ROUNDS`` (default 3) sets the rounds;
-``BENCH_UPDATES`` shortens every case to that many updates.
+this venv (``pip install flax distrax``), and gymnax and brax (``pip install -e ".[brax]"``;
+their ``wrappers.py`` imports both); without the checkout or those packages every case is
+skipped, saying which is missing. ``BENCH_ROUNDS`` (default 3) sets the rounds;
+``BENCH_UPDATES`` shortens every case to that many updates, e.g. the Brax cases:
+
+    BENCH_UPDATES=20 BENCH_ROUNDS=2 PUREJAXRL_DIR=... \\
+        pytest benchmarks/bench_vs_purejaxrl.py -s -k "hopper or inverted"
+
+Cases (`CASES`): gymnax Pendulum-v1 at 2 and 16 seeds and MountainCarContinuous-v0 at 2, on
+the Pendulum config below; Brax inverted_pendulum and hopper on their script's own Brax
+config (2,048 envs × 10 steps); ``ppo_rnn.py`` on its own CartPole config at 16 seeds.
 
 Each round runs PureJaxRL, then ours, each in a fresh process (cold caches, nothing shared),
 and times the whole process (interpreter start to exit) as well as its compile and run
@@ -14,13 +22,14 @@ phases; the ratio is ours / theirs per round. Their side is ``jax.jit(jax.vmap(t
 their own ``make_train`` over the seeds, as their README shows. Ours is
 ``PPOConfig.from_purejaxrl`` of the same dict, placed as `sweep` places the agents.
 
-Their code runs unmodified, through three documented adapters (`THEIRS`), for API drift
+Their code runs unmodified, through four documented adapters (`THEIRS`), for API drift
 only: ``wrappers.py`` imports ``navix`` at the top (a stand-in module when navix is not
 installed; only their Navix wrapper uses it); ``ppo_continuous_action.py`` builds every env
 with ``BraxGymnaxWrapper(ENV_NAME)`` (for a gymnax name it gets the gymnax env instead,
 its 1.0 step output of terminated and truncated folded back into their one ``done``, as
-older gymnax gave); and its ``ClipAction`` clips to ±1 (for a gymnax env, to the env's own
-action bounds, which is what their code's own TODO asks for: Pendulum's torque is ±2).
+older gymnax gave); its ``ClipAction`` clips to ±1 (for a gymnax env, to the env's own
+action bounds, which is what their code's own TODO asks for: Pendulum's torque is ±2); and
+``ppo_rnn.py``'s ``gymnax.make`` gets the same folded step (adapter 4).
 Both sides then normalise observations and rewards and treat a time limit as their code
 does (theirs as a termination, ours as a bootstrapped truncation).
 """
@@ -32,6 +41,7 @@ import sys
 import time
 from importlib.util import find_spec
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pytest
@@ -46,9 +56,54 @@ PENDULUM = dict(
     NORMALIZE_ENV=True,
 )  # fmt: skip
 
+#: Its own ``__main__`` config (Brax hopper, the positional pipeline), without DEBUG's prints.
+BRAX = dict(
+    LR=3e-4, NUM_ENVS=2048, NUM_STEPS=10, TOTAL_TIMESTEPS=5e7, UPDATE_EPOCHS=4,
+    NUM_MINIBATCHES=32, GAMMA=0.99, GAE_LAMBDA=0.95, CLIP_EPS=0.2, ENT_COEF=0.0, VF_COEF=0.5,
+    MAX_GRAD_NORM=0.5, ACTIVATION="tanh", ENV_NAME="hopper", ANNEAL_LR=False,
+    NORMALIZE_ENV=True,
+)  # fmt: skip
+
+
+#: ``ppo_rnn.py``'s own config (CartPole, a GRU of 128); it has no ACTIVATION key, which
+#: `PPOConfig.from_purejaxrl` needs: "relu" is what its network uses (their code ignores it).
+RNN = dict(
+    LR=2.5e-4, NUM_ENVS=4, NUM_STEPS=128, TOTAL_TIMESTEPS=5e5, UPDATE_EPOCHS=4,
+    NUM_MINIBATCHES=4, GAMMA=0.99, GAE_LAMBDA=0.95, CLIP_EPS=0.2, ENT_COEF=0.01, VF_COEF=0.5,
+    MAX_GRAD_NORM=0.5, ENV_NAME="CartPole-v1", ANNEAL_LR=True, ACTIVATION="relu",
+)  # fmt: skip
+
+#: Our side of ``ppo_rnn.py``: its Dense(128)-relu embedding as our torso, its GRU of 128.
+#: (Its heads each have one more Dense(128)-relu layer than ours.)
+OUR_GRU = dict(network="gru", hidden_size=128, mlp_widths=(128,), conv_channels=())
+
+
+class Case(NamedTuple):
+    module: str  # their script
+    config: dict  # its config dict, given to both sides
+    seeds: int
+    gymnax: bool  # a gymnax env (adapters 2 and 3), not one of Brax's
+    ours: dict | None = None  # `PPOConfig` fields that replace from_purejaxrl's on our side
+
+
+#: The cases; the Brax ones are long at full length (50M steps): ``BENCH_UPDATES`` shortens.
 CASES = {
-    "pendulum-2": ("ppo_continuous_action", PENDULUM, 2),
-    "pendulum-16": ("ppo_continuous_action", PENDULUM, 16),
+    "pendulum-2": Case("ppo_continuous_action", PENDULUM, 2, gymnax=True),
+    "pendulum-16": Case("ppo_continuous_action", PENDULUM, 16, gymnax=True),
+    "mountaincar-2": Case(
+        "ppo_continuous_action",
+        {**PENDULUM, "ENV_NAME": "MountainCarContinuous-v0"},
+        2,
+        gymnax=True,
+    ),  # fmt: skip
+    "inverted_pendulum-2": Case(
+        "ppo_continuous_action", {**BRAX, "ENV_NAME": "inverted_pendulum"}, 2, gymnax=False
+    ),
+    "hopper-2": Case("ppo_continuous_action", BRAX, 2, gymnax=False),
+    "rnn-cartpole-16": Case("ppo_rnn", RNN, 16, gymnax=True, ours=OUR_GRU),
+    "rnn-cartpole-16-pieces": Case(
+        "ppo_rnn", RNN, 16, gymnax=True, ours={**OUR_GRU, "sequence_length": 16}
+    ),  # ours re-runs pieces of 16 steps (`sequence_length`), theirs whole rollouts
 }
 
 #: Their side, run in a fresh process: the adapters (module docstring), then their
@@ -63,30 +118,43 @@ except ImportError:  # adapter 1: their wrappers.py imports navix for one wrappe
 import jax, numpy as np
 import {module} as m
 
+class Folded:  # adapters 2 and 4: gymnax >= 1.0's step, folded back to older gymnax's
+    def __init__(self, env, params=None):
+        self._env, self._params = env, params
+
+    def __getattr__(self, name):
+        return getattr(self._env, name)
+
+    def _p(self, p):
+        return self._params if p is None else p
+
+    def reset(self, key, p=None):
+        return self._env.reset(key, self._p(p))
+
+    def step(self, key, state, action, p=None):
+        out = self._env.step(key, state, action, self._p(p))
+        if len(out) == 6:  # terminated and truncated apart: one done, as before
+            obs, state, reward, terminated, truncated, info = out
+            return obs, state, reward, terminated | truncated, info
+        return out
+
+    def observation_space(self, p=None):
+        return self._env.observation_space(self._p(p))
+
+    def action_space(self, p=None):
+        return self._env.action_space(self._p(p))
+
+
 def gymnax_env(name, backend="positional"):  # adapter 2: a gymnax name gets the gymnax env
     import gymnax
+
     env, params = gymnax.make(name)
+    return Folded(env, params)
 
-    class Env:
-        action_size = env.action_space(params).shape[0]
 
-        def reset(self, key, p=None):
-            return env.reset(key, params)
-
-        def step(self, key, state, action, p=None):
-            out = env.step(key, state, action, params)
-            if len(out) == 6:  # gymnax >= 1.0: terminated and truncated apart
-                obs, state, reward, terminated, truncated, info = out
-                return obs, state, reward, terminated | truncated, info
-            return out
-
-        def observation_space(self, p):
-            return env.observation_space(params)
-
-        def action_space(self, p):
-            return env.action_space(params)
-
-    return Env()
+if hasattr(m, "gymnax"):  # adapter 4: ppo.py and ppo_rnn.py call gymnax.make directly
+    make = m.gymnax.make
+    m.gymnax = types.SimpleNamespace(make=lambda name: (lambda e, p: (Folded(e), p))(*make(name)))
 
 if hasattr(m, "BraxGymnaxWrapper") and {gymnax!r}:
     m.BraxGymnaxWrapper = gymnax_env
@@ -123,7 +191,7 @@ import jax, numpy as np
 from purejaxppo import PPOConfig
 from purejaxppo._engine import Engine, agent_inputs, mesh_for
 warnings.simplefilter("ignore")
-cfg = PPOConfig.from_purejaxrl({config!r})
+cfg = PPOConfig.from_purejaxrl({config!r}).replace(**{ours!r})
 agents = Engine(cfg, mesh=mesh_for(None, {seeds}))
 keys, hp, _ = agent_inputs(cfg, {{}}, list(range({seeds})))
 t0 = time.perf_counter()
@@ -146,7 +214,7 @@ def purejaxrl_source() -> Path:
     src = Path(root) / "purejaxrl"
     if not (src / "ppo_continuous_action.py").is_file():
         pytest.skip(f"PUREJAXRL_DIR={root}: no purejaxrl/ppo_continuous_action.py there")
-    missing = [name for name in ("flax", "distrax", "gymnax") if find_spec(name) is None]
+    missing = [name for name in ("flax", "distrax", "gymnax", "brax") if find_spec(name) is None]
     if missing:
         pytest.skip(f"PureJaxRL's code needs {', '.join(missing)}: pip install {' '.join(missing)}")
     return src
@@ -168,17 +236,16 @@ def whole_process(code: str, timeout: int = 3600) -> dict:
 @pytest.mark.parametrize("case", list(CASES))
 def test_side_by_side(benchmark, case):
     src = purejaxrl_source()
-    module, config, seeds = CASES[case]
+    module, config, seeds, gymnax, ours = CASES[case]
     config = dict(config)
     if os.environ.get("BENCH_UPDATES"):
         config["TOTAL_TIMESTEPS"] = (
             int(os.environ["BENCH_UPDATES"]) * config["NUM_ENVS"] * config["NUM_STEPS"]
         )
-    gymnax = "/" not in config["ENV_NAME"] and config["ENV_NAME"][0].isupper()
     theirs_code = THEIRS.format(
         src=str(src), module=module, gymnax=gymnax, config=config, seeds=seeds
     )
-    ours_code = OURS.format(config=config, seeds=seeds)
+    ours_code = OURS.format(config=config, seeds=seeds, ours=ours or {})
     rounds = []
 
     def measure():

@@ -4,7 +4,8 @@
 
 CONFIG: ``'{}'`` (the medium-maze default), a JSON object of `PPOConfig` fields,
 ``cartpole`` (PureJaxRL's CartPole config) or ``pendulum`` (its continuous config on gymnax
-Pendulum-v1, as in bench_vs_purejaxrl.py; needs gymnax). LAYOUTS: JSON
+Pendulum-v1, as in bench_vs_purejaxrl.py; needs gymnax), either name optionally followed by
+``+`` and a JSON object of `PPOConfig` fields that replace its own. LAYOUTS: JSON
 ``{"agents": [G, ...]}``; G = 0 is the backend's default width, G ≥ agents is all at once;
 ``"one:G"`` runs those agents on one CPU device instead of split over the devices.
 Every layout is compiled and run once first; then ROUNDS rounds alternate over the layouts,
@@ -14,6 +15,7 @@ agents are placed as `sweep` places them (over every device; one agent unsharded
     python benchmarks/group_layouts.py '{}' '{"4":[0],"16":[0],"64":[0],"256":[0]}' 1 5
     python benchmarks/group_layouts.py cartpole '{"64":[1,4,8,16,32]}' 10 4
     python benchmarks/group_layouts.py pendulum '{"16":[0,1,2,"one:0","one:1"]}' 3 3
+    python benchmarks/group_layouts.py 'cartpole+{"minibatch_size":512}' '{"16":[1,2,4]}' 10 3
 """
 
 import json
@@ -35,6 +37,7 @@ CARTPOLE = dict(LR=2.5e-4, NUM_ENVS=4, NUM_STEPS=128, TOTAL_TIMESTEPS=5e5, UPDAT
 
 def main() -> None:
     spec, layouts_json, updates, rounds = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:5])
+    spec, _, overrides = spec.partition("+")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # 5e5 is not a multiple of the batch: as PureJaxRL
         if spec == "cartpole":
@@ -45,6 +48,10 @@ def main() -> None:
             cfg = PPOConfig.from_purejaxrl(PENDULUM)
         else:
             cfg = PPOConfig(**json.loads(spec))
+    if overrides:
+        cfg = cfg.replace(
+            **{k: tuple(v) if isinstance(v, list) else v for k, v in json.loads(overrides).items()}
+        )
     layouts = {"one": (1, None, None)}
     for n, widths in json.loads(layouts_json).items():
         for g in widths:

@@ -131,10 +131,16 @@ class PPOConfig(eqx.Module):
     "per_cell": "same"-padded convs and one logit per grid cell, for envs whose action is a
     cell of the observed grid (Minesweeper); "gru": the shared torso, then a GRU cell of
     ``hidden_size``, then the heads: a recurrent policy for partially observed tasks (its
-    minibatches are whole env sequences, so ``minibatch_size`` is a multiple of
-    ``num_steps``)."""
+    minibatches are env sequences, so ``minibatch_size`` is a multiple of ``num_steps``, or
+    of ``sequence_length``)."""
     hidden_size: int = eqx.field(default=128, static=True)
     """For ``network="gru"``: the size of the GRU's hidden state."""
+    sequence_length: int | None = eqx.field(default=None, static=True)
+    """For ``network="gru"``: the loss re-runs the rollout in sequences of this many steps
+    (dividing ``num_steps``), each from the hidden state the rollout had at its start, and a
+    minibatch is ``minibatch_size // sequence_length`` of them: a minibatch then costs
+    ``sequence_length`` GRU steps, not ``num_steps``. None: whole env rollouts, as
+    PureJaxRL's ``ppo_rnn.py``."""
     activation: str = eqx.field(default="relu", static=True)
     """Hidden-layer activation: "relu" (the seed's) or "tanh" (PureJaxRL's default)."""
     squash_actions: bool = eqx.field(default=False, static=True)
@@ -323,24 +329,40 @@ def _is_static(f: dataclasses.Field) -> bool:
 
 
 def _check_recurrent(c: PPOConfig) -> None:
-    """A recurrent network learns from whole env sequences; refuse what it cannot do."""
+    """A recurrent network learns from env sequences; refuse what it cannot do."""
     h = c.hidden_size
     if not isinstance(h, numbers.Integral) or isinstance(h, bool) or h < 1:
         _fail("hidden_size", h, "the GRU's hidden state needs a positive integer size.")
+    L = c.sequence_length
     if c.network != "gru":
         if h != 128:
             _fail("hidden_size", h, f"it applies to network='gru' only, not {c.network!r}.")
+        if L is not None:
+            _fail("sequence_length", L, f"it applies to network='gru' only, not {c.network!r}.")
         return
-    if c.minibatch_size % c.num_steps:
-        per = max(1, c.minibatch_size // c.num_steps)
-        while c.num_envs % per:
+    if L is not None and (
+        not isinstance(L, numbers.Integral) or isinstance(L, bool) or L < 1 or c.num_steps % L
+    ):
+        _fail(
+            "sequence_length",
+            L,
+            f"need a positive number of steps that divides num_steps={c.num_steps} (or None: "
+            "whole rollouts).",
+        )
+    L = c.num_steps if L is None else int(L)
+    if c.minibatch_size % L:
+        sequences = c.batch_size // L
+        per = max(1, c.minibatch_size // L)
+        while sequences % per:
             per -= 1
+        what = "whole env sequences of num_steps" if L == c.num_steps else "sequences of"
+        name = "num_steps" if L == c.num_steps else "sequence_length"
         _fail(
             "minibatch_size",
             c.minibatch_size,
-            "a recurrent network learns from whole env sequences of num_steps="
-            f"{c.num_steps}; use a multiple of num_steps that divides the batch, e.g. "
-            f"{per * c.num_steps} ({per} env sequence{'s' * (per > 1)} per minibatch).",
+            f"a recurrent network learns from {what}={L}; use a multiple of "
+            f"{name} that divides the batch, e.g. {per * L} ({per} "
+            f"sequence{'s' * (per > 1)} per minibatch), or set sequence_length.",
         )
 
 

@@ -26,8 +26,9 @@ works when the mesh spans several hosts after `jax.distributed.initialize()`.
 
 **Groups.** Each device's agents run as a `lax.map` over groups of ``G`` vmapped agents, still
 one program and one update scan (`_in_groups`). The width defaults per backend
-(`default_group_size`): on CPU about 2,048 minibatch rows per group, measured at or near the
-best width for a large and a small agent; on GPU/TPU every agent at once. When XLA's memory
+(`default_group_size`): on CPU about 16 MFLOP of forward pass per minibatch per group,
+measured at or near the best width from CartPole's small agents to the maze's and
+Pendulum's large ones; on GPU/TPU every agent at once. When XLA's memory
 analysis says a program cannot fit the device, the same mechanism narrows the groups.
 """
 
@@ -45,10 +46,10 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxtyping import Array, Float, Int, PRNGKeyArray
 
-from ._config import TRACED_FIELDS, PPOConfig
+from ._config import TRACED_FIELDS, PPOConfig, static_field_names
 from ._distributions import policy_distribution
 from ._memory import BUDGET_FRACTION, available_bytes, format_bytes, program_bytes
-from ._networks import network_shapes
+from ._networks import forward_flops, network_shapes
 from ._ppo import Metrics, RunnerState, init_state, update_step
 from ._ppo import healthy as ppo_healthy
 from ._xla_cpu import compiler_options, unrolled_threefry
@@ -56,24 +57,31 @@ from .envs import make_env
 
 AXIS = "agents"
 
-#: On CPU, a default group holds about this many minibatch rows (agents × ``minibatch_size``):
-#: the medium maze (1,024-row minibatches: 2 agents) and PureJaxRL's CartPole config (128 rows:
-#: 16 agents) measured at or near their best there on the project's CPU (docs/benchmarks.md).
-CPU_ROWS_PER_GROUP = 2048
+#: On CPU, a default group does about this much forward-pass work per minibatch (agents ×
+#: ``minibatch_size`` × `forward_flops` per row). Measured at or near the best width on the
+#: project's 2-core CPU for works per agent from 1.2 to 49 MFLOP (CartPole to the medium
+#: maze, Pendulum's 256-256 networks; docs/benchmarks.md).
+CPU_FLOPS_PER_GROUP = 16e6
 
 
-def default_group_size(cfg: PPOConfig, platform: str) -> int | None:
+def default_group_size(cfg: PPOConfig, platform: str, env: Any = None) -> int | None:
     """The group width `Engine` runs when none is given (``None``: every agent at once).
 
-    On CPU, ``ceil(CPU_ROWS_PER_GROUP / minibatch_size)`` agents per group: agents whose
-    minibatches are already large keep XLA:CPU's two cores busy on their own (the maze's
-    1,024 rows: one or two at a time was fastest), while agents with tiny minibatches want
-    many side by side (CartPole's 128 rows: 16–32). Measured, docs/benchmarks.md. On GPU and
-    TPU, every agent at once (memory permitting: see `Engine`).
+    On CPU, ``CPU_FLOPS_PER_GROUP / work`` agents per group rounded to a power of two (at
+    least one; so a power-of-two population splits into groups without padding agents), where
+    ``work`` is one agent's forward pass over one minibatch (`forward_flops` × rows): an
+    agent with large minibatches or wide networks keeps XLA:CPU's cores busy on its own
+    (the maze, Pendulum's 256-256 networks: one at a time was fastest), while agents with
+    little work per operation want several side by side (CartPole's: 4–16), which spreads
+    XLA:CPU's fixed cost per operation. ``env`` (default: ``make_env(cfg)``) gives the
+    observation and action shapes. Measured, docs/benchmarks.md. On GPU and TPU, every agent
+    at once (memory permitting: see `Engine`).
     """
     if platform != "cpu":
         return None
-    return max(1, -(-CPU_ROWS_PER_GROUP // cfg.minibatch_size))
+    env = make_env(cfg) if env is None else env
+    row = forward_flops(cfg, env.obs_shape, policy_distribution(cfg, env))
+    return 2 ** max(0, round(math.log2(CPU_FLOPS_PER_GROUP / (row * cfg.minibatch_size))))
 
 
 def check_group_size(group_size: Any, where: str = "group_size") -> None:
@@ -177,6 +185,7 @@ class Engine:
         self.num_traces = 0
         self.compile_seconds = 0.0  # time spent compiling this object's programs so far
         self._compiled: dict = {}
+        self._default_width: int | None | bool = False  # `default_group_size`, once needed
 
     # ------------------------------------------------------------------------- layout ---
     @property
@@ -225,7 +234,7 @@ class Engine:
     # ---------------------------------------------------------------------- programs ---
     def init(self, keys: PRNGKeyArray, hparams: PPOConfig) -> RunnerState:
         """Initial states of ``len(keys)`` agents (padded; see `strip`)."""
-        n = _num_agents(keys, hparams)
+        n = _num_agents(keys, hparams, self.cfg)
         keys, hparams = self._place((keys, batched(hparams, n)), n)
         return self.compiled("init", n, keys, hparams)(keys, hparams)
 
@@ -239,7 +248,7 @@ class Engine:
         """
         if not isinstance(num_updates, int) or num_updates < 1:
             raise ValueError(f"run(num_updates={num_updates!r}): need a positive int.")
-        n = _num_agents(None, hparams)
+        n = _num_agents(None, hparams, self.cfg)
         state, hparams = self._place((state, batched(hparams, n)), n)
         return self.compiled(("run", num_updates), n, state, hparams)(state, hparams)
 
@@ -269,7 +278,7 @@ class Engine:
         for name, v in (("interval", interval), ("count", count), ("tail", tail + 1)):
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"run_generations({name}={v!r}): need a positive int.")
-        n = _num_agents(None, hparams)
+        n = _num_agents(None, hparams, self.cfg)
         state, hparams = self._place((state, batched(hparams, n)), n)
         carry = self._replicate(carry)
         kind = ("generations", interval, count, between, tail)
@@ -277,13 +286,13 @@ class Engine:
 
     def __call__(self, keys: PRNGKeyArray, hparams: PPOConfig) -> tuple[RunnerState, Metrics]:
         """Every update of every agent in one program (init + one scan)."""
-        n = _num_agents(keys, hparams)
+        n = _num_agents(keys, hparams, self.cfg)
         keys, hparams = self._place((keys, batched(hparams, n)), n)
         return self.compiled("train", n, keys, hparams)(keys, hparams)
 
     def shapes(self, keys: PRNGKeyArray, hparams: PPOConfig) -> tuple[RunnerState, Metrics]:
         """Shapes and dtypes (no padding) of the agents' state and of one update's metrics."""
-        hp = batched(hparams, _num_agents(keys, hparams))
+        hp = batched(hparams, _num_agents(keys, hparams, self.cfg))
         state = jax.eval_shape(jax.vmap(lambda k, c: init_state(c, self.env, k)), keys, hp)
         one = jax.eval_shape(jax.vmap(lambda s, c: update_step(c, self.env, s)[1]), state, hp)
         return state, one
@@ -291,7 +300,7 @@ class Engine:
     def lower(self, keys: PRNGKeyArray, hparams: PPOConfig):
         """The lowered whole-run program: ``.compile(compiler_options())`` (`_xla_cpu`) compiles
         it as the engine does, to time compilation alone."""
-        n = _num_agents(keys, hparams)
+        n = _num_agents(keys, hparams, self.cfg)
         keys, hparams = self._place((keys, batched(hparams, n)), n)
         return self._lower("train", n, self.group_width(n), (keys, hparams))
 
@@ -301,7 +310,9 @@ class Engine:
         local = self.padded(num_agents) // self.num_devices
         if self.group_size is not None:
             return None if self.group_size >= local else self.group_size
-        width = default_group_size(self.cfg, self._device().platform)
+        if self._default_width is False:  # worked out once per engine (tens of ms)
+            self._default_width = default_group_size(self.cfg, self._device().platform, self.env)
+        width = self._default_width
         return None if width is None or width >= local else _balanced(local, width)
 
     def compiled(self, kind, num_agents: int, *args):
@@ -568,7 +579,19 @@ def _aggregate(update, m: Metrics, healthy, valid) -> Progress:
     )
 
 
-def _num_agents(keys, hparams: PPOConfig) -> int:
+def _num_agents(keys, hparams: PPOConfig, cfg: PPOConfig | None = None) -> int:
+    """The agent count of ``keys`` and ``hparams``; with ``cfg`` (the engine's config), also
+    refuse hyperparameters built from another config: their static fields would silently
+    choose another program (another network, env or shape) than the engine's."""
+    if cfg is not None:
+        for name in static_field_names():
+            mine, theirs = getattr(cfg, name), getattr(hparams, name)
+            if mine is not theirs and mine != theirs:
+                raise ValueError(
+                    f"Engine: the hyperparameters have {name}={theirs!r} but the engine's "
+                    f"config has {name}={mine!r}; build them from the engine's config "
+                    "(agent_inputs(engine.cfg, ...))."
+                )
     sizes = {np.shape(x)[0] for x in jax.tree.leaves(hparams) if np.ndim(x) > 0}
     if keys is not None:
         sizes.add(np.shape(keys)[0])

@@ -51,6 +51,10 @@ class Transition(NamedTuple):
     # Recurrent networks on envs that can truncate: the hidden state after this step, before
     # any reset, from which ``final_obs`` is valued. None otherwise.
     final_hidden: Float[Array, "*batch H"] | None = None
+    # Recurrent networks learning from sequences shorter than the rollout
+    # (``sequence_length``): the hidden state this step started from, where a sequence that
+    # starts here is re-run from. None otherwise.
+    hidden: Float[Array, "*batch H"] | None = None
 
 
 class RunnerState(eqx.Module):
@@ -176,10 +180,13 @@ def collect(cfg: PPOConfig, env: Env, state: RunnerState):
     that ended (kept in the carry, so nothing per-step escapes the update).
 
     A recurrent network steps each env's hidden state along, and resets it to the initial
-    one after the step that ends an episode, so the next episode starts with no memory.
+    one after the step that ends an episode, so the next episode starts with no memory. With
+    sequences shorter than the rollout, each step also stores the hidden state it started
+    from (`Transition.hidden`), where `sequences` re-runs them from.
     """
     net = state.params
     dist = policy_distribution(cfg, env)  # masked categoricals, or a Gaussian
+    cut = state.hidden is not None and sequence_length(cfg) < cfg.num_steps
 
     def step(carry, key):
         s, sums = carry
@@ -212,7 +219,7 @@ def collect(cfg: PPOConfig, env: Env, state: RunnerState):
         transition = Transition(
             s.obs, s.mask, action, dist.log_prob(p, action), value, reward,
             out.terminated, out.done, final_obs if truncates else None,
-            hidden if truncates else None,
+            hidden if truncates else None, s.hidden if cut else None,
         )  # fmt: skip
         if hidden is not None:  # the next episode starts with no memory
             hidden = jnp.where(out.done[:, None], net.initial_hidden(), hidden)
@@ -285,8 +292,8 @@ def ppo_loss(
 ):
     """The clipped PPO loss of one minibatch; ``dist`` defaults to the network's categorical.
 
-    Feedforward: ``mb`` holds M transitions. Recurrent: ``mb`` holds M whole env sequences,
-    (T, M, ...), and ``hidden`` their hidden states at the rollout's start; the network
+    Feedforward: ``mb`` holds M transitions. Recurrent: ``mb`` holds M env sequences,
+    (L, M, ...), and ``hidden`` the hidden states they start from (`sequences`); the network
     re-runs each sequence from there with the rollout's resets (`forward`).
     """
     dist = Categorical(net.action_dims) if dist is None else dist
@@ -372,10 +379,10 @@ def learn(
     """``update_epochs`` passes of minibatch SGD over one batch.
 
     Feedforward (``hidden`` None): ``batch`` is flat, (num_envs·num_steps, ...), and each
-    minibatch is a random set of its rows. Recurrent: ``batch`` is (num_steps, num_envs,
-    ...) and each minibatch a random set of whole env sequences (envs are shuffled, never
-    time steps, as in PureJaxRL's ``ppo_rnn.py``), with ``hidden`` the envs' hidden states
-    at the rollout's start.
+    minibatch is a random set of its rows. Recurrent: ``batch`` is (L, S, ...), S sequences
+    of L steps (`sequences`), and each minibatch a random set of sequences (sequences are
+    shuffled, never time steps, as in PureJaxRL's ``ppo_rnn.py``), with ``hidden`` the
+    hidden states they start from.
     """
     tx = make_optimizer(cfg)
     # The optimiser sees all parameters as one flat vector: Adam, the clip and the gradient
@@ -399,8 +406,8 @@ def learn(
 
     if hidden is None:  # rows of the flat batch
         rows, gather = cfg.batch_size, lambda x, idx: x[idx]
-    else:  # env sequences: axis 1 of (T, N, ...)
-        rows, gather = cfg.num_envs, lambda x, idx: x[:, idx]
+    else:  # sequences: axis 1 of (L, S, ...)
+        rows, gather = batch.value.shape[1], lambda x, idx: x[:, idx]
 
     grad_fn = jax.value_and_grad(flat_loss, has_aux=True)
 
@@ -435,6 +442,42 @@ def learn(
     state = dataclasses.replace(state, params=unravel(flat_params)[0], opt_state=opt_state, key=key)
     skipped = jnp.sum(info.skipped).astype(jnp.int32)
     return state, jax.tree.map(jnp.mean, info)._replace(skipped=skipped)
+
+
+# ------------------------------------------------------------- recurrent sequences ---
+def sequence_length(cfg: PPOConfig) -> int:
+    """Steps per sequence a recurrent loss re-runs: ``sequence_length``, or the rollout's."""
+    return cfg.num_steps if cfg.sequence_length is None else cfg.sequence_length
+
+
+def sequences(
+    cfg: PPOConfig,
+    traj: Transition,
+    adv: Float[Array, "T N"],
+    target: Float[Array, "T N"],
+    hidden: Float[Array, "N H"],
+) -> tuple[Transition, Float[Array, "L S"], Float[Array, "L S"], Float[Array, "S H"]]:
+    """The rollout, (T, N, ...), as S = N·T/L sequences of L = `sequence_length` steps,
+    (L, S, ...), with the hidden state each starts from.
+
+    Sequence ``k·N + n`` is env n's steps ``k·L … (k+1)·L − 1``; it starts from the hidden
+    state the rollout stored at its first step (`Transition.hidden`; for whole rollouts,
+    ``hidden``, the envs' states at the rollout's start). So on the rollout's parameters every
+    sequence reproduces the rollout's outputs (ratio 1), however it is cut. Why cut: a
+    minibatch's loss scans L GRU steps one after another, and XLA:CPU pays per step.
+    """
+    length = sequence_length(cfg)
+    if length == cfg.num_steps:
+        return traj._replace(hidden=None), adv, target, hidden
+    k = cfg.num_steps // length
+
+    def cut(x):
+        x = x.reshape(k, length, *x.shape[1:]).swapaxes(0, 1)
+        return x.reshape(length, k * x.shape[2], *x.shape[3:])
+
+    starts = traj.hidden[::length].reshape(-1, traj.hidden.shape[-1])
+    seqs, adv, target = jax.tree.map(cut, (traj._replace(hidden=None), adv, target))
+    return seqs, adv, target, starts
 
 
 # --------------------------------------------------------------------------- one update ---
@@ -497,8 +540,9 @@ def update_step(cfg: PPOConfig, env: Env, state: RunnerState) -> tuple[RunnerSta
     if hidden is None:  # minibatches of transitions
         flat = jax.tree.map(lambda x: x.reshape(cfg.batch_size, *x.shape[2:]), traj)
         state, info = learn(cfg, state, flat, adv.reshape(-1), target.reshape(-1), dist)
-    else:  # minibatches of whole env sequences
-        state, info = learn(cfg, state, traj, adv, target, dist, hidden)
+    else:  # minibatches of env sequences
+        seqs, seq_adv, seq_target, starts = sequences(cfg, traj, adv, target, hidden)
+        state, info = learn(cfg, state, seqs, seq_adv, seq_target, dist, starts)
     explained = 1.0 - jnp.var(target - traj.value) / jnp.var(target)
     count = sums.count
     metrics = Metrics(

@@ -1,6 +1,7 @@
 """The grouped agent axis: agents run as a `lax.map` over groups of G vmapped agents."""
 
 import json
+import math
 
 import jax
 import numpy as np
@@ -8,11 +9,14 @@ import pytest
 from conftest import ACROSS_SHAPES, SMALL, tree_close, tree_equal
 
 from purejaxppo import PPOConfig, sweep
-from purejaxppo._engine import CPU_ROWS_PER_GROUP, Engine, agent_inputs
+from purejaxppo._distributions import Categorical, policy_distribution
+from purejaxppo._engine import CPU_FLOPS_PER_GROUP, Engine, agent_inputs
+from purejaxppo._networks import forward_flops
 from purejaxppo.cli import main
 from purejaxppo.engine import default_group_size
+from purejaxppo.envs import make_env
 
-CFG = SMALL.replace(update_epochs=1)  # 4 envs: the CPU default runs 32 agents at once
+CFG = SMALL.replace(update_epochs=1)
 
 
 @pytest.fixture(scope="module")
@@ -55,15 +59,31 @@ def test_one_compile_per_config_shape_and_width():
     assert engine.num_traces == 2
 
 
+def test_forward_flops_counts_the_multiply_adds_of_an_mlp():
+    # PureJaxRL's CartPole network: separate 4-64-64-2 actor and 4-64-64-1 critic
+    cfg = PPOConfig(env="CartPole-v1", network="separate", mlp_widths=(64, 64))
+    macs = (4 * 64 + 64 * 64 + 64 * 2) + (4 * 64 + 64 * 64 + 64 * 1)
+    flops = forward_flops(cfg, (4,), Categorical((2,)))
+    assert 2 * macs * 0.95 < flops < 2 * macs * 1.1  # plus biases and activations
+
+
 def test_the_cpu_default_follows_the_documented_rule():
-    # ceil(2048 rows / minibatch_size) agents per group on CPU
-    assert default_group_size(PPOConfig(), "cpu") == -(-CPU_ROWS_PER_GROUP // 1024) == 2
-    cartpole = PPOConfig(num_envs=4, num_steps=128, minibatch_size=128, total_timesteps=512 * 8)
-    assert default_group_size(cartpole, "cpu") == 16
-    assert default_group_size(PPOConfig(minibatch_size=4096), "cpu") == 1
+    def rule(cfg):  # 16 MFLOP / one agent's forward pass over a minibatch, to a power of 2
+        env = make_env(cfg)
+        row = forward_flops(cfg, env.obs_shape, policy_distribution(cfg, env))
+        return 2 ** max(0, round(math.log2(CPU_FLOPS_PER_GROUP / (row * cfg.minibatch_size))))
+
+    cartpole = PPOConfig(
+        env="CartPole-v1", network="separate", mlp_widths=(64, 64), activation="tanh",
+        num_envs=4, num_steps=128, minibatch_size=128, total_timesteps=512 * 8,
+    )  # fmt: skip
+    assert default_group_size(cartpole, "cpu") == rule(cartpole) == 8  # 2.3 MFLOP each
+    assert default_group_size(cartpole.replace(minibatch_size=512), "cpu") == 2
+    assert default_group_size(PPOConfig(), "cpu") == rule(PPOConfig()) == 1  # 49 MFLOP
+    assert default_group_size(SMALL, "cpu") == rule(SMALL) == 4  # 64-row minibatches
     assert default_group_size(PPOConfig(), "gpu") is None  # every agent at once
     assert default_group_size(PPOConfig(), "tpu") is None
-    maze = Engine(PPOConfig(minibatch_size=512), mesh=False)  # groups of 4 on CPU, balanced
+    maze = Engine(SMALL, mesh=False)  # groups of 4 on CPU, balanced
     assert maze.group_width(64) == 4
     assert maze.group_width(6) == 3  # two groups of 3, not 4 + 2 padded
     assert maze.group_width(4) is None and maze.group_width(1) is None  # one group: a vmap
@@ -103,3 +123,13 @@ def test_sweep_runs_the_width_asked_and_records_it(tmp_path, six):
     run = sweep(CFG, [0, 1], run_dir=tmp_path, checkpoint_every=2, group_size=1)
     assert json.loads((tmp_path / "sweep.json").read_text())["group_size"] == 1
     assert run.timings["programs"][0]["group_size"] == 1
+
+
+def test_the_engine_refuses_hyperparameters_of_another_config():
+    # Their static fields would choose another program than the engine's, silently.
+    keys, hp, _ = agent_inputs(CFG, {}, [0, 1])
+    engine = Engine(CFG.replace(num_envs=8), mesh=False)
+    with pytest.raises(ValueError, match=r"num_envs=4 but the engine's config has num_envs=8"):
+        engine.init(keys, hp)
+    with pytest.raises(ValueError, match="num_envs"):
+        engine(keys, hp)

@@ -192,6 +192,71 @@ def test_loss_recomputes_the_rollouts_log_probs_and_values(cfg):
     )
 
 
+CUT = LOCAL.replace(sequence_length=8, minibatch_size=32)  # 4 sequences of 8 per minibatch
+
+
+def test_sequences_are_the_rollout_cut_into_pieces():
+    """`sequences` against a Python loop: sequence k·N + n is env n's steps k·L … k·L+L−1,
+    starting from the hidden state stored at its first step."""
+    env = make_env(CUT)
+    state = _ppo.init_state(CUT.traced(), env, jax.random.PRNGKey(0))
+    hidden = state.hidden
+    _, traj, _ = _ppo.collect(CUT.traced(), env, state)
+    assert traj.hidden.shape == (32, 4, 16)  # stored per step, only when cut
+    adv = jax.random.normal(jax.random.PRNGKey(1), traj.value.shape)
+    seqs, seq_adv, _, starts = _ppo.sequences(CUT, traj, adv, -adv, hidden)
+    assert seqs.hidden is None and seqs.obs.shape[:2] == (8, 16) and starts.shape == (16, 16)
+    for k in range(4):
+        for n in range(4):
+            s = k * 4 + n
+            np.testing.assert_array_equal(seqs.obs[:, s], traj.obs[8 * k : 8 * k + 8, n])
+            np.testing.assert_array_equal(seqs.done[:, s], traj.done[8 * k : 8 * k + 8, n])
+            np.testing.assert_array_equal(seq_adv[:, s], adv[8 * k : 8 * k + 8, n])
+            np.testing.assert_array_equal(starts[s], traj.hidden[8 * k, n])
+    np.testing.assert_array_equal(traj.hidden[0], hidden)  # the first piece: the carry
+    # Whole rollouts store nothing more and are passed through as they are.
+    _, whole, _ = _ppo.collect(LOCAL.traced(), env, state)
+    assert whole.hidden is None
+    assert _ppo.sequences(LOCAL, whole, adv, adv, hidden)[3] is hidden
+
+
+def test_cut_sequences_recompute_the_rollouts_log_probs_and_values():
+    """Ratio 1 for every piece, each re-run from its stored hidden state; and the check
+    can fail: from the initial hidden state, the pieces that start mid-episode differ."""
+    env = make_env(CUT)
+    dist = policy_distribution(CUT, env)
+    state = _ppo.init_state(CUT.traced(), env, jax.random.PRNGKey(0))
+    state, _, _ = _ppo.collect(CUT.traced(), env, state)  # memory in flight at the start
+    hidden = state.hidden
+    _, traj, _ = _ppo.collect(CUT.traced(), env, state)
+    adv = jax.random.normal(jax.random.PRNGKey(2), traj.value.shape)
+    seqs, seq_adv, seq_target, starts = _ppo.sequences(CUT, traj, adv, adv, hidden)
+    out, value = _ppo.forward(state.params, seqs, starts)
+    log_ratio = dist.log_prob(dist.params(out, seqs.mask), seqs.action) - seqs.log_prob
+    assert float(jnp.abs(log_ratio).max()) < 1e-5
+    np.testing.assert_allclose(value, seqs.value, atol=1e-5)
+    _, info = _ppo.ppo_loss(state.params, CUT.traced(), seqs, seq_adv, seq_target, dist, starts)
+    assert abs(float(info.approx_kl)) < 1e-6 and float(info.clip_frac) == 0.0
+    wrong, _ = _ppo.forward(state.params, seqs, jnp.zeros_like(starts))
+    wrong_ratio = dist.log_prob(dist.params(wrong, seqs.mask), seqs.action) - seqs.log_prob
+    assert float(jnp.abs(wrong_ratio).max()) > 1e-4
+
+
+def test_a_sequence_as_long_as_the_rollout_is_the_whole_rollout():
+    """``sequence_length=num_steps`` is today's whole-rollout program, bit for bit."""
+    key = jax.random.PRNGKey(3)
+    assert tree_equal(make_train(LOCAL.replace(sequence_length=32))(key), make_train(LOCAL)(key))
+
+
+@pytest.mark.slow  # a longer check: the slow tier keeps the fast one under 5 min
+def test_cut_sequences_train_through_the_engine_as_alone():
+    """A swept agent with cut sequences equals its solo run, and resumes exactly."""
+    res = sweep(CUT, seeds=2)
+    solo_state, solo_metrics = make_train(CUT)(jax.random.PRNGKey(1))
+    assert tree_close(res.agent(seed=1).state.params, solo_state.params, **ACROSS_SHAPES)
+    assert tree_close(res.agent(seed=1).metrics, solo_metrics, **ACROSS_SHAPES)
+
+
 @pytest.mark.slow  # a longer check: the slow tier keeps the fast one under 5 min
 def test_truncation_bootstraps_with_the_hidden_state_of_that_step():
     """MemoryChain cut at 3 steps (its episodes need 6): every ending is a truncation."""
@@ -385,6 +450,21 @@ def test_local_view_hides_a_far_target_and_shows_walls_outside():
             ),
             "minibatch_size",
         ),  # fmt: skip
+        (dict(network="gru", sequence_length=3), "sequence_length"),  # 128 steps
+        (dict(network="gru", sequence_length=0), "sequence_length"),
+        (dict(network="shared", sequence_length=16), "sequence_length"),
+        (dict(network="gru", sequence_length=16, minibatch_size=1024), None),  # fine
+        (
+            dict(
+                network="gru",
+                sequence_length=64,
+                minibatch_size=32,
+                num_steps=256,
+                num_envs=16,
+                total_timesteps=4096 * 2,
+            ),
+            "minibatch_size",
+        ),  # fmt: skip
         (dict(maze_view="local", maze_window=4), "maze_window"),
         (dict(maze_view="local", maze_window=1), "maze_window"),
         (dict(maze_window=3), "maze_window"),
@@ -400,8 +480,9 @@ def test_bad_recurrent_options_are_refused_in_one_line(changes, field):
         PPOConfig(**changes)
     assert "\n" not in str(info.value)
     if field == "minibatch_size":  # the fix names a size that works
-        assert "e.g. 256" in str(info.value)
-        PPOConfig(**{**changes, "minibatch_size": 256})
+        size = 64 if changes.get("sequence_length") else 256
+        assert f"e.g. {size}" in str(info.value)
+        PPOConfig(**{**changes, "minibatch_size": size})
 
 
 @pytest.mark.subprocess
@@ -426,9 +507,10 @@ def test_gru_solves_memory_chain_where_feedforward_is_at_chance():
                   total_timesteps=204_800)  # fmt: skip
     key = jax.random.PRNGKey(7)
     gru = PPOConfig(network="gru", hidden_size=64, **common)
-    res = sweep(gru, seeds=4)
-    returns = evaluate(gru, res.state.params, key, 1000).episode_return.mean(-1)
-    assert (returns >= 0.9).all(), returns
+    for cfg in (gru, gru.replace(sequence_length=8)):  # whole rollouts; pieces of 8 steps
+        res = sweep(cfg, seeds=4)
+        returns = evaluate(cfg, res.state.params, key, 1000).episode_return.mean(-1)
+        assert (returns >= 0.9).all(), (cfg.sequence_length, returns)
     ff = PPOConfig(network="shared", **common)
     res = sweep(ff, seeds=4)
     returns = evaluate(ff, res.state.params, key, 1000).episode_return.mean(-1)
