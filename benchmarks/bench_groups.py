@@ -5,7 +5,7 @@ Run:  pytest benchmarks/bench_groups.py -s
 The medium-maze default config (16 envs × 512 steps, 10 epochs of 8 minibatches). One agent,
 and 64 agents in one program with the agent axis run as a `lax.map` over groups of G
 vmapped agents (`Engine(group_size=G)`; G = 64: all at once), and the backend's default
-width (`default_group_size`; 2 on CPU for this config). Every engine is
+width (`default_group_size`; 1 on CPU for this config). Every engine is
 compiled and warmed up first; then rounds alternate over the layouts, one update each, in
 one process, and medians are compared as aggregate steps/s relative to one agent.
 """

@@ -22,14 +22,17 @@ phases; the ratio is ours / theirs per round. Their side is ``jax.jit(jax.vmap(t
 their own ``make_train`` over the seeds, as their README shows. Ours is
 ``PPOConfig.from_purejaxrl`` of the same dict, placed as `sweep` places the agents.
 
-Their code runs unmodified, through four documented adapters (`THEIRS`), for API drift
+Their code runs unmodified, through five documented adapters (`THEIRS`), for API drift
 only: ``wrappers.py`` imports ``navix`` at the top (a stand-in module when navix is not
 installed; only their Navix wrapper uses it); ``ppo_continuous_action.py`` builds every env
 with ``BraxGymnaxWrapper(ENV_NAME)`` (for a gymnax name it gets the gymnax env instead,
 its 1.0 step output of terminated and truncated folded back into their one ``done``, as
 older gymnax gave); its ``ClipAction`` clips to ±1 (for a gymnax env, to the env's own
 action bounds, which is what their code's own TODO asks for: Pendulum's torque is ±2); and
-``ppo_rnn.py``'s ``gymnax.make`` gets the same folded step (adapter 4).
+``ppo_rnn.py``'s ``gymnax.make`` gets the same folded step (adapter 4), and its
+``nn.GRUCell()`` and ``GRUCell.initialize_carry(key, (batch,), size)`` the current flax
+spelling, ``GRUCell(features=128)`` and zeros of (batch, 128), which is what the old ones
+gave (adapter 5).
 Both sides then normalise observations and rewards and treat a time limit as their code
 does (theirs as a termination, ours as a bootstrapped truncation).
 """
@@ -156,6 +159,16 @@ if hasattr(m, "gymnax"):  # adapter 4: ppo.py and ppo_rnn.py call gymnax.make di
     make = m.gymnax.make
     m.gymnax = types.SimpleNamespace(make=lambda name: (lambda e, p: (Folded(e), p))(*make(name)))
 
+if hasattr(m, "ScannedRNN"):  # adapter 5: flax >= 0.8's GRUCell needs its size
+    import flax.linen as linen
+    import jax.numpy as jnp
+
+    adapted = types.ModuleType("flax.linen")
+    adapted.__dict__.update(linen.__dict__)
+    adapted.GRUCell = lambda **kw: linen.GRUCell(features=128, **kw)  # their size, fixed
+    m.nn = adapted
+    m.ScannedRNN.initialize_carry = staticmethod(lambda b, h: jnp.zeros((b, h)))  # as before
+
 if hasattr(m, "BraxGymnaxWrapper") and {gymnax!r}:
     m.BraxGymnaxWrapper = gymnax_env
     clip = m.ClipAction
@@ -175,7 +188,7 @@ t1 = time.perf_counter()
 out = compiled(keys)
 jax.block_until_ready(out)
 t2 = time.perf_counter()
-info = out["metrics"]
+info = out["metrics"] if "metrics" in out else out["metric"]  # ppo_rnn.py: "metric"
 ret = np.asarray(info["returned_episode_returns"], np.float64)
 done = np.asarray(info["returned_episode"], np.float64)
 tail = max(1, ret.shape[1] // 20)  # the last 5 % of updates

@@ -128,7 +128,7 @@ def test_sweep_runs_the_width_asked_and_records_it(tmp_path, six):
 def test_the_engine_refuses_hyperparameters_of_another_config():
     # Their static fields would choose another program than the engine's, silently.
     keys, hp, _ = agent_inputs(CFG, {}, [0, 1])
-    engine = Engine(CFG.replace(num_envs=8), mesh=False)
+    engine = Engine(CFG.replace(num_envs=8, total_timesteps=768), mesh=False)
     with pytest.raises(ValueError, match=r"num_envs=4 but the engine's config has num_envs=8"):
         engine.init(keys, hp)
     with pytest.raises(ValueError, match="num_envs"):
