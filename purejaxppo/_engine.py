@@ -48,50 +48,15 @@ from jaxtyping import Array, Float, Int, PRNGKeyArray
 
 from ._config import TRACED_FIELDS, PPOConfig, static_field_names
 from ._distributions import policy_distribution
+from ._groups import balanced_width, check_group_size, default_group_size
 from ._memory import BUDGET_FRACTION, available_bytes, format_bytes, program_bytes
-from ._networks import forward_flops, network_shapes
+from ._networks import network_shapes
 from ._ppo import Metrics, RunnerState, init_state, update_step
 from ._ppo import healthy as ppo_healthy
 from ._xla_cpu import compiler_options, unrolled_threefry
 from .envs import make_env
 
 AXIS = "agents"
-
-#: On CPU, a default group does about this much forward-pass work per minibatch (agents ×
-#: ``minibatch_size`` × `forward_flops` per row). Measured at or near the best width on the
-#: project's 2-core CPU for works per agent from 1.2 to 49 MFLOP (CartPole to the medium
-#: maze, Pendulum's 256-256 networks; docs/benchmarks.md).
-CPU_FLOPS_PER_GROUP = 16e6
-
-
-def default_group_size(cfg: PPOConfig, platform: str, env: Any = None) -> int | None:
-    """The group width `Engine` runs when none is given (``None``: every agent at once).
-
-    On CPU, ``CPU_FLOPS_PER_GROUP / work`` agents per group rounded to a power of two (at
-    least one; so a power-of-two population splits into groups without padding agents), where
-    ``work`` is one agent's forward pass over one minibatch (`forward_flops` × rows): an
-    agent with large minibatches or wide networks keeps XLA:CPU's cores busy on its own
-    (the maze, Pendulum's 256-256 networks: one at a time was fastest), while agents with
-    little work per operation want several side by side (CartPole's: 4–16), which spreads
-    XLA:CPU's fixed cost per operation. ``env`` (default: ``make_env(cfg)``) gives the
-    observation and action shapes. Measured, docs/benchmarks.md. On GPU and TPU, every agent
-    at once (memory permitting: see `Engine`).
-    """
-    if platform != "cpu":
-        return None
-    env = make_env(cfg) if env is None else env
-    row = forward_flops(cfg, env.obs_shape, policy_distribution(cfg, env))
-    return 2 ** max(0, round(math.log2(CPU_FLOPS_PER_GROUP / (row * cfg.minibatch_size))))
-
-
-def check_group_size(group_size: Any, where: str = "group_size") -> None:
-    """Refuse a group width that is not a positive int (or None), in one line."""
-    ok = isinstance(group_size, int) and not isinstance(group_size, bool) and group_size >= 1
-    if group_size is not None and not ok:
-        raise ValueError(
-            f"{where}={group_size!r}: need a positive number of agents per group, or None for "
-            "the backend's default (a width ≥ the agents per device runs them all at once)."
-        )
 
 
 class Progress(NamedTuple):
@@ -313,7 +278,7 @@ class Engine:
         if self._default_width is False:  # worked out once per engine (tens of ms)
             self._default_width = default_group_size(self.cfg, self._device().platform, self.env)
         width = self._default_width
-        return None if width is None or width >= local else _balanced(local, width)
+        return None if width is None or width >= local else balanced_width(local, width)
 
     def compiled(self, kind, num_agents: int, *args):
         """The compiled program ``kind`` for ``num_agents`` agents and inputs like ``args``.
@@ -362,7 +327,7 @@ class Engine:
         fixed = need - m.temp_size_in_bytes  # inputs and outputs: grouping cannot shrink them
         group = min(int((have - fixed) // max(temp_per_agent, 1)), (width or local) - 1)
         while group >= 1:  # the estimate is linear in the group; XLA's analysis decides
-            group = _balanced(local, group)
+            group = balanced_width(local, group)
             program = self._compile(kind, num_agents, group, args)
             if program_bytes(program) <= have:
                 self.groups[(kind, num_agents)] = group
@@ -536,11 +501,6 @@ def engine_for(
             cfg, mesh=mesh, progress=progress, progress_every=progress_every, group_size=group_size
         )
     return _ENGINES[key]
-
-
-def _balanced(local: int, width: int) -> int:
-    """The width of as many groups as ``width`` needs, evened out: the least padding."""
-    return -(-local // -(-local // width))
 
 
 def _in_groups(mapped: Callable, group: int) -> Callable:

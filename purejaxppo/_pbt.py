@@ -49,7 +49,8 @@ from jaxtyping import Array, Float, Int, PRNGKeyArray
 
 from ._chunks import RunFiles, check_chunking, open_run, run_chunks
 from ._config import INIT_ONLY_FIELDS, TRACED_FIELDS, PPOConfig, static_field_names
-from ._engine import Engine, ProgressFn, check_group_size, engine_for, mesh_for
+from ._engine import Engine, ProgressFn, engine_for, mesh_for
+from ._groups import check_group_size
 from ._ppo import Metrics, RunnerState, healthy
 from ._results import History, PBTResult
 from ._search import LOG_UNIFORM_FIELDS, check_pbt_memory, check_range, initial_population

@@ -28,7 +28,8 @@ from jax.sharding import Mesh
 
 from ._chunks import RunFiles, check_chunking, open_run, run_chunks
 from ._config import PPOConfig, static_field_names
-from ._engine import Engine, ProgressFn, agent_inputs, check_group_size, engine_for, mesh_for
+from ._engine import Engine, ProgressFn, agent_inputs, engine_for, mesh_for
+from ._groups import check_group_size
 from ._ppo import Metrics, RunnerState, healthy
 from ._results import SweepResult, unfilled
 from ._search import check_sweep_args, hyperparameter_values, seed_list, static_bases

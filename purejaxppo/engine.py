@@ -11,6 +11,6 @@ from ._engine import Engine as Engine
 from ._engine import Progress as Progress
 from ._engine import ProgressFn as ProgressFn
 from ._engine import agent_mesh as agent_mesh
-from ._engine import default_group_size as default_group_size
 from ._engine import engine_for as engine_for
 from ._engine import mesh_for as mesh_for
+from ._groups import default_group_size as default_group_size

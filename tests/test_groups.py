@@ -10,7 +10,8 @@ from conftest import ACROSS_SHAPES, SMALL, tree_close, tree_equal
 
 from purejaxppo import PPOConfig, sweep
 from purejaxppo._distributions import Categorical, policy_distribution
-from purejaxppo._engine import CPU_FLOPS_PER_GROUP, Engine, agent_inputs
+from purejaxppo._engine import Engine, agent_inputs
+from purejaxppo._groups import CPU_FLOPS_PER_GROUP
 from purejaxppo._networks import forward_flops
 from purejaxppo.cli import main
 from purejaxppo.engine import default_group_size
