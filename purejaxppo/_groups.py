@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import jax.numpy as jnp
+
 from ._config import PPOConfig
 from ._distributions import policy_distribution
 from ._networks import forward_flops
@@ -39,7 +41,8 @@ def default_group_size(cfg: PPOConfig, platform: str, env: Any = None) -> int | 
     if platform != "cpu":
         return None
     env = make_env(cfg) if env is None else env
-    row = forward_flops(cfg, env.obs_shape, policy_distribution(cfg, env))
+    dtype = jnp.float32 if cfg.normalize_obs else env.obs_dtype  # what the network is fed
+    row = forward_flops(cfg, env.obs_shape, policy_distribution(cfg, env), dtype)
     return 2 ** max(0, round(math.log2(CPU_FLOPS_PER_GROUP / (row * cfg.minibatch_size))))
 
 

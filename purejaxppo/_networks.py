@@ -572,7 +572,7 @@ def network_shapes(cfg, obs_shape: tuple[int, ...], action):
     return jax.eval_shape(lambda: make_network(cfg, obs_shape, action, jax.random.PRNGKey(0)))
 
 
-def forward_flops(cfg, obs_shape: tuple[int, ...], action) -> float:
+def forward_flops(cfg, obs_shape: tuple[int, ...], action, obs_dtype=jnp.float32) -> float:
     """XLA's estimate of the floating-point operations of one observation's forward pass (one
     step of a recurrent network): the work per minibatch row, for `Engine`'s CPU group width.
 
@@ -580,7 +580,7 @@ def forward_flops(cfg, obs_shape: tuple[int, ...], action) -> float:
     gives no estimate, twice the parameter count (one multiply-add per weight).
     """
     net = network_shapes(cfg, obs_shape, action)
-    obs = jax.ShapeDtypeStruct(tuple(obs_shape), jnp.float32)
+    obs = jax.ShapeDtypeStruct(tuple(obs_shape), obs_dtype)
     if isinstance(net, AbstractRecurrentActorCritic):
         forward = lambda n, o: n.step(n.initial_hidden(), o)  # noqa: E731
     else:
