@@ -30,6 +30,7 @@ from .rundir._format import (
     CheckpointError,
     atomic_write,
     checkpoints,
+    config_defaults,
     read_json,
     read_newest_intact,
     write_checkpoint,
@@ -128,14 +129,19 @@ def open_run(
 
     A new run writes ``<kind>.json``: ``spec``, ``settings`` (stored, not part of the
     identity: they may differ on resume) and a fresh run id. A resumed run checks the stored
-    file describes ``spec`` (``defaults`` fill fields that older releases did not write).
+    file describes ``spec`` (``defaults`` fill fields that older releases did not write, and
+    `config_defaults` the config fields added since), and keeps the stored description as the
+    identity its checkpoints are stamped with.
     """
     mode = "resume" if resume else "overwrite" if overwrite else "new"
     owner = claim(run_dir, mode) if jax.process_index() == 0 else contextlib.nullcontext()
     with owner:
         path = Path(run_dir) / f"{kind}.json"
         if resume:
-            stored = {**(defaults or {}), **read_json(path, path.name)}
+            written = read_json(path, path.name)
+            stored = {**(defaults or {}), **written}
+            if isinstance(stored.get("config"), dict):  # fields added since it was written
+                stored["config"] = {**config_defaults(), **stored["config"]}
             skip = {"run", *(settings or {})}
             if stored.get("env") != spec.get("env"):
                 raise CheckpointError(
@@ -147,6 +153,8 @@ def open_run(
                     f"{run_dir}: {path.name} describes a different {_WHAT[kind]}."
                 )
             run_id = stored.get("run", "")
+            # Its checkpoints are stamped with the description as written: keep stamping it.
+            spec = {k: v for k, v in written.items() if k not in skip}
         else:
             run_id = uuid.uuid4().hex
             if jax.process_index() == 0:

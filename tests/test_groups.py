@@ -6,7 +6,7 @@ import math
 import jax
 import numpy as np
 import pytest
-from conftest import ACROSS_SHAPES, SMALL, tree_close, tree_equal
+from conftest import ACROSS_SHAPES, SMALL, needs_gymnax, tree_close, tree_equal
 
 from purejaxppo import PPOConfig, sweep
 from purejaxppo._distributions import Categorical, policy_distribution
@@ -74,12 +74,6 @@ def test_the_cpu_default_follows_the_documented_rule():
         row = forward_flops(cfg, env.obs_shape, policy_distribution(cfg, env))
         return 2 ** max(0, round(math.log2(CPU_FLOPS_PER_GROUP / (row * cfg.minibatch_size))))
 
-    cartpole = PPOConfig(
-        env="CartPole-v1", network="separate", mlp_widths=(64, 64), activation="tanh",
-        num_envs=4, num_steps=128, minibatch_size=128, total_timesteps=512 * 8,
-    )  # fmt: skip
-    assert default_group_size(cartpole, "cpu") == rule(cartpole) == 8  # 2.3 MFLOP each
-    assert default_group_size(cartpole.replace(minibatch_size=512), "cpu") == 2
     assert default_group_size(PPOConfig(), "cpu") == rule(PPOConfig()) == 1  # 49 MFLOP
     assert default_group_size(SMALL, "cpu") == rule(SMALL) == 4  # 64-row minibatches
     assert default_group_size(PPOConfig(), "gpu") is None  # every agent at once
@@ -89,6 +83,19 @@ def test_the_cpu_default_follows_the_documented_rule():
     assert maze.group_width(6) == 3  # two groups of 3, not 4 + 2 padded
     assert maze.group_width(4) is None and maze.group_width(1) is None  # one group: a vmap
     assert Engine(PPOConfig(), mesh=False, group_size=5).group_width(12) == 5  # as asked
+
+
+@needs_gymnax
+def test_the_cpu_default_gives_small_agents_wide_groups():
+    def cartpole(**changes):  # PureJaxRL's CartPole config: 2.3 MFLOP per agent-minibatch
+        return PPOConfig(
+            env="CartPole-v1", network="separate", mlp_widths=(64, 64), activation="tanh",
+            num_envs=4, num_steps=128, minibatch_size=128, total_timesteps=512 * 8,
+        ).replace(**changes)  # fmt: skip
+
+    assert default_group_size(cartpole(), "cpu") == 8  # 16 / 2.3 = 7.0, to a power of two
+    assert default_group_size(cartpole(minibatch_size=512), "cpu") == 2  # 16 / 9.2
+    assert default_group_size(cartpole(minibatch_size=64), "cpu") == 16  # 16 / 1.15
 
 
 @pytest.mark.parametrize("bad", [0, -3, 2.5, True])

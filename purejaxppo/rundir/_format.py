@@ -58,6 +58,12 @@ def config_to_json(cfg: PPOConfig) -> dict:
     return {f.name: _jsonable(getattr(cfg, f.name)) for f in dataclasses.fields(cfg)}
 
 
+def config_defaults() -> dict:
+    """Every `PPOConfig` field's default, as `config_to_json` writes it: what a run directory
+    written before a field existed meant by its absence."""
+    return {f.name: _jsonable(f.default) for f in dataclasses.fields(PPOConfig)}
+
+
 def config_from_json(d: dict) -> PPOConfig:
     names = {f.name for f in dataclasses.fields(PPOConfig)}
     unknown = set(d) - names
