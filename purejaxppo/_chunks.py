@@ -140,8 +140,10 @@ def open_run(
         if resume:
             written = read_json(path, path.name)
             stored = {**(defaults or {}), **written}
-            if isinstance(stored.get("config"), dict):  # fields added since it was written
-                stored["config"] = {**config_defaults(), **stored["config"]}
+            ours, theirs = spec.get("config"), stored.get("config")
+            if isinstance(ours, dict) and isinstance(theirs, dict):  # fields added since
+                added = {k: v for k, v in config_defaults().items() if k in ours}
+                stored["config"] = {**added, **theirs}
             skip = {"run", *(settings or {})}
             if stored.get("env") != spec.get("env"):
                 raise CheckpointError(

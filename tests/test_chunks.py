@@ -104,6 +104,19 @@ def test_open_run_writes_a_description_and_a_resume_must_match_it(tmp_path):
                   overwrite=False, settings={"checkpoint_every": 2},
                   defaults={"group_size": None}):  # fmt: skip
         pass
+    # A config field added since is read as its default, and only as its default; the
+    # checkpoints keep the stamp they were written with.
+    newer = {**spec, "config": {"lr": 1e-3, "sequence_length": None}}
+    with open_run(tmp_path / "a", "sweep", newer, resume=True, overwrite=False,
+                  settings={"checkpoint_every": 2}) as files:  # fmt: skip
+        assert files.identity == {"sweep": spec, "run": stored["run"]}
+        back = files.newest(lambda: {"x": np.ones(1)})  # the old checkpoint reads back
+        assert np.array_equal(back["x"], np.zeros(1))
+    other = {**spec, "config": {"lr": 1e-3, "sequence_length": 8}}  # not the default
+    with pytest.raises(CheckpointError, match="describes a different sweep"):
+        with open_run(tmp_path / "a", "sweep", other, resume=True, overwrite=False,
+                      settings={"checkpoint_every": 2}):  # fmt: skip
+            pass
 
 
 def test_chunking_arguments_are_refused_in_one_line_naming_the_caller():
