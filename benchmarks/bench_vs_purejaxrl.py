@@ -76,9 +76,11 @@ RNN = dict(
     MAX_GRAD_NORM=0.5, ENV_NAME="CartPole-v1", ANNEAL_LR=True, ACTIVATION="relu",
 )  # fmt: skip
 
-#: Our side of ``ppo_rnn.py``: its Dense(128)-relu embedding as our torso, its GRU of 128.
-#: (Its heads each have one more Dense(128)-relu layer than ours.)
-OUR_GRU = dict(network="gru", hidden_size=128, mlp_widths=(128,), conv_channels=())
+#: Our side of ``ppo_rnn.py``: its Dense(128)-relu embedding as our torso, its GRU of 128,
+#: and its heads' Dense(128)-relu layers (``head_widths``).
+OUR_GRU = dict(
+    network="gru", hidden_size=128, mlp_widths=(128,), conv_channels=(), head_widths=(128,)
+)
 
 
 class Case(NamedTuple):

@@ -135,6 +135,10 @@ class PPOConfig(eqx.Module):
     of ``sequence_length``)."""
     hidden_size: int = eqx.field(default=128, static=True)
     """For ``network="gru"``: the size of the GRU's hidden state."""
+    head_widths: tuple[int, ...] = eqx.field(default=(), static=True)
+    """For ``network="gru"``: hidden layers of each head between the GRU and its output (the
+    policy and the value head each get their own, orthogonal at sqrt 2). ``()``: linear
+    heads; ``(128,)``: PureJaxRL ``ppo_rnn.py``'s network."""
     sequence_length: int | None = eqx.field(default=None, static=True)
     """For ``network="gru"``: the loss re-runs the rollout in sequences of this many steps
     (dividing ``num_steps``), each from the hidden state the rollout had at its start, and a
@@ -334,9 +338,16 @@ def _check_recurrent(c: PPOConfig) -> None:
     if not isinstance(h, numbers.Integral) or isinstance(h, bool) or h < 1:
         _fail("hidden_size", h, "the GRU's hidden state needs a positive integer size.")
     L = c.sequence_length
+    widths = c.head_widths
+    if not isinstance(widths, tuple) or not all(
+        isinstance(w, numbers.Integral) and not isinstance(w, bool) and w > 0 for w in widths
+    ):
+        _fail("head_widths", widths, "use a tuple of positive layer widths, e.g. (128,), or ().")
     if c.network != "gru":
         if h != 128:
             _fail("hidden_size", h, f"it applies to network='gru' only, not {c.network!r}.")
+        if widths:
+            _fail("head_widths", widths, f"it applies to network='gru' only, not {c.network!r}.")
         if L is not None:
             _fail("sequence_length", L, f"it applies to network='gru' only, not {c.network!r}.")
         return

@@ -449,10 +449,11 @@ class GRUActorCritic(AbstractRecurrentActorCritic):
 
     The encoder is `SharedActorCritic`'s torso (3×3 convolutions for grids, then
     ``mlp_widths``); its output feeds an `eqx.nn.GRUCell` of ``hidden_size``, whose new
-    hidden state feeds a linear policy head (orthogonal at 0.01, zero bias: a near-uniform
-    first policy) and a scalar value head. The encoder is feedforward, so `unroll` encodes
-    a whole sequence in one batched pass and scans only the cell: a minibatch of sequences
-    costs T small matmuls, not T encoder passes.
+    hidden state feeds a policy head (its output layer orthogonal at 0.01, zero bias: a
+    near-uniform first policy) and a scalar value head, each linear or, with
+    ``head_widths``, an MLP of its own (PureJaxRL ``ppo_rnn.py``'s). The encoder is
+    feedforward, so `unroll` encodes a whole sequence in one batched pass and scans only the
+    cell: a minibatch of sequences costs T small matmuls, not T encoder passes.
     """
 
     convs: tuple[Conv2d, ...]
@@ -464,6 +465,10 @@ class GRUActorCritic(AbstractRecurrentActorCritic):
     action_dims: tuple[int, ...] = eqx.field(static=True, default=(4,))
     hidden_size: int = eqx.field(static=True, default=128)
     log_std: Float[Array, " k"] | None = None  # a Gaussian policy's learned log-std
+    # Hidden layers of each head (``head_widths``); empty for linear heads, which keeps the
+    # parameters' leaves, and so older checkpoints, as they were.
+    policy_mlp: tuple[eqx.nn.Linear, ...] = ()
+    value_mlp: tuple[eqx.nn.Linear, ...] = ()
 
     def __init__(
         self,
@@ -473,6 +478,7 @@ class GRUActorCritic(AbstractRecurrentActorCritic):
         mlp_widths: tuple[int, ...] = (64,),
         *,
         hidden_size: int = 128,
+        head_widths: tuple[int, ...] = (),
         activation: str = "relu",
         log_std: Float[Array, " k"] | None = None,
         key: PRNGKeyArray,
@@ -485,14 +491,25 @@ class GRUActorCritic(AbstractRecurrentActorCritic):
         keys = iter(jax.random.split(key, len(conv_channels) + len(mlp_widths) + 3))
         self.convs, self.mlp, width = _torso(obs_shape, conv_channels, mlp_widths, keys)
         self.cell = eqx.nn.GRUCell(width, hidden_size, key=next(keys))
-        self.value_head = eqx.nn.Linear(hidden_size, "scalar", key=next(keys))
-        self.policy_head = _orthogonal_linear(hidden_size, num_actions, 0.01, next(keys))
+        value_key, policy_key = next(keys), next(keys)
+        if head_widths:
+            self.value_mlp = _head_mlp(hidden_size, head_widths, jax.random.fold_in(value_key, 1))
+            self.policy_mlp = _head_mlp(hidden_size, head_widths, jax.random.fold_in(policy_key, 1))
+        head_in = head_widths[-1] if head_widths else hidden_size
+        self.value_head = eqx.nn.Linear(head_in, "scalar", key=value_key)
+        self.policy_head = _orthogonal_linear(head_in, num_actions, 0.01, policy_key)
 
     def encode(self, obs: Array) -> Float[Array, " W"]:
         return _run_torso(self.convs, self.mlp, ACTIVATIONS[self.activation], obs)
 
     def heads(self, hidden: Float[Array, " H"]) -> tuple[Float[Array, " A"], Float[Array, ""]]:
-        return _with_log_std(self.policy_head(hidden), self.log_std), self.value_head(hidden)
+        act = ACTIVATIONS[self.activation]
+        p, v = hidden, hidden
+        for lin in self.policy_mlp:
+            p = act(lin(p))
+        for lin in self.value_mlp:
+            v = act(lin(v))
+        return _with_log_std(self.policy_head(p), self.log_std), self.value_head(v)
 
     def step(self, hidden, obs):
         hidden = self.cell(self.encode(obs), hidden)
@@ -507,6 +524,14 @@ class GRUActorCritic(AbstractRecurrentActorCritic):
 
         _, hs = jax.lax.scan(body, hidden, (x, done))
         return jax.vmap(self.heads)(hs)
+
+
+def _head_mlp(d_in: int, widths: tuple[int, ...], key: PRNGKeyArray) -> tuple[eqx.nn.Linear, ...]:
+    """A head's hidden layers: orthogonal at sqrt 2, zero bias (PureJaxRL's init)."""
+    keys = jax.random.split(key, len(widths))
+    ins = (d_in, *widths[:-1])
+    pairs = zip(ins, widths, list(keys), strict=True)
+    return tuple(_orthogonal_linear(i, o, 2**0.5, k) for i, o, k in pairs)
 
 
 def is_recurrent(net: AbstractActorCritic) -> bool:
@@ -551,6 +576,7 @@ def make_network(cfg, obs_shape: tuple[int, ...], action, key: PRNGKeyArray) -> 
             extra["log_std"] = init
     if cls is GRUActorCritic:
         extra["hidden_size"] = cfg.hidden_size
+        extra["head_widths"] = cfg.head_widths
     outputs = dims if size is None else (2 * size if cfg.state_dependent_std else size)
     net = cls(
         obs_shape, outputs, cfg.conv_channels, cfg.mlp_widths, activation=cfg.activation,

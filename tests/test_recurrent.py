@@ -67,6 +67,40 @@ def test_gru_step_matches_the_gru_equations():
         net(jnp.zeros(6))  # no silent memoryless call
 
 
+def test_head_widths_put_an_mlp_of_its_own_in_each_head():
+    """``head_widths=(7,)``: each head is Linear-relu-Linear on the new hidden state (as in
+    PureJaxRL's ppo_rnn.py); ``()`` keeps linear heads and the parameters' leaves as before."""
+    key = jax.random.PRNGKey(0)
+    plain = GRUActorCritic((6,), 3, (), (8,), hidden_size=5, key=key)
+    net = GRUActorCritic((6,), 3, (), (8,), hidden_size=5, head_widths=(7,), key=key)
+    assert [leaf.shape for leaf in jax.tree.leaves(net.policy_mlp)] == [(7, 5), (7,)]
+    assert net.policy_head.weight.shape == (3, 7) and net.value_head.weight.shape == (1, 7)
+    # The plain network's leaves are exactly those it had before heads could have layers.
+    assert [leaf.shape for leaf in jax.tree.leaves(plain)] == [
+        (8, 6), (8,),  # the encoder
+        (15, 8), (15, 5), (15,), (5,),  # the cell
+        (1, 5), (1,), (3, 5), (3,),  # the value and policy heads
+    ]  # fmt: skip
+    assert tree_equal(plain.cell, net.cell) and tree_equal(plain.mlp, net.mlp)
+    obs = jax.random.normal(jax.random.PRNGKey(1), (6,))
+    h = jax.random.normal(jax.random.PRNGKey(2), (5,))
+    new, (logits, value) = net.step(h, obs)
+    f = lambda a: np.asarray(a, np.float64)  # noqa: E731
+    p = np.maximum(f(net.policy_mlp[0].weight) @ f(new) + f(net.policy_mlp[0].bias), 0)
+    v = np.maximum(f(net.value_mlp[0].weight) @ f(new) + f(net.value_mlp[0].bias), 0)
+    np.testing.assert_allclose(
+        logits, f(net.policy_head.weight) @ p + f(net.policy_head.bias), atol=1e-6
+    )
+    np.testing.assert_allclose(
+        value, f(net.value_head.weight) @ v + f(net.value_head.bias), rtol=1e-5, atol=1e-6
+    )
+    assert not np.allclose(f(net.policy_mlp[0].weight), f(net.value_mlp[0].weight))
+    # The config's field reaches the network.
+    cfg = LOCAL.replace(head_widths=(12, 6))
+    built = make_network(cfg, (5, 5, 3), 4, key)
+    assert [lin.weight.shape for lin in built.value_mlp] == [(12, 16), (6, 12)]
+
+
 def test_unroll_equals_a_python_loop_of_steps_with_resets():
     net = GRUActorCritic((3,), 2, (), (4,), hidden_size=6, key=jax.random.PRNGKey(0))
     obs = jax.random.normal(jax.random.PRNGKey(1), (9, 3))
@@ -450,6 +484,10 @@ def test_local_view_hides_a_far_target_and_shows_walls_outside():
             ),
             "minibatch_size",
         ),  # fmt: skip
+        (dict(network="gru", head_widths=(0,)), "head_widths"),
+        (dict(network="gru", head_widths=128), "head_widths"),
+        (dict(network="shared", head_widths=(64,)), "head_widths"),
+        (dict(network="gru", head_widths=(64, 32)), None),  # fine
         (dict(network="gru", sequence_length=3), "sequence_length"),  # 128 steps
         (dict(network="gru", sequence_length=0), "sequence_length"),
         (dict(network="shared", sequence_length=16), "sequence_length"),
