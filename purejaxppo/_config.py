@@ -61,7 +61,9 @@ class PPOConfig(eqx.Module):
     """The environment: a name (``"Maze-v0"``, the default; another registered Jumanji env
     with a discrete or multi-discrete action, tested: Snake-v1, Game2048-v1, PacMan-v1,
     SlidingTilePuzzle-v0, Minesweeper-v0, Tetris-v0; any of gymnax's registered envs,
-    `purejaxppo.envs.GYMNAX_ENVS`, with the ``gymnax`` extra; ``"brax/<name>"``), or your
+    `purejaxppo.envs.GYMNAX_ENVS`, with the ``gymnax`` extra; ``"brax/<name>"``;
+    ``"navix/<name>"`` and ``"xminigrid/<name>"``, any of Navix's or XLand-MiniGrid's
+    MiniGrid ports, with their extras), or your
     own: an environment object (a gymnax-style env, ``(env, params)``, or a
     `purejaxppo.envs.Env`), or ``"package.module:attr"`` naming one or a function returning
     one (see `purejaxppo.envs.OwnEnv`)."""

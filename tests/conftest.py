@@ -32,6 +32,14 @@ needs_gymnax = pytest.mark.skipif(
     importlib.util.find_spec("gymnax") is None, reason="pip install '.[gymnax]'"
 )
 
+#: The env suites' extras: a test that builds one of their envs is skipped without it.
+needs_navix = pytest.mark.skipif(
+    importlib.util.find_spec("navix") is None, reason="pip install '.[navix]'"
+)
+needs_xminigrid = pytest.mark.skipif(
+    importlib.util.find_spec("xminigrid") is None, reason="pip install '.[xminigrid]'"
+)
+
 
 @pytest.fixture
 def key():

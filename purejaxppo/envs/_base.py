@@ -78,3 +78,19 @@ def select_tree(done: Bool[Array, ""], reset: Any, current: Any) -> Any:
     Under vmap a `lax.cond` would run both branches anyway, so a select says what really runs.
     """
     return jax.tree.map(lambda r, c: jnp.where(done, r, c), reset, current)
+
+
+def ended_step(
+    num_actions: int, reward, terminated, done, first_obs: Array, final_obs: Array
+) -> EnvStep:
+    """The `EnvStep` of an env that resets where ``done``: ``first_obs`` (the next episode's
+    first observation) is the next observation there, ``final_obs`` (the one reached) is kept
+    for bootstrapping a truncation, and every action is legal."""
+    return EnvStep(
+        obs=jnp.where(done, first_obs, final_obs),
+        mask=jnp.ones(num_actions, bool),
+        reward=jnp.asarray(reward, jnp.float32),
+        terminated=jnp.asarray(terminated, bool),
+        done=jnp.asarray(done, bool),
+        final_obs=final_obs,
+    )

@@ -63,12 +63,21 @@ JUMANJI_ENVS = (
 )  # fmt: skip
 #: Brax environments (``pip install purejaxppo[brax]``) are named ``"brax/<name>"``, e.g.
 #: ``"brax/inverted_pendulum"``, ``"brax/hopper"``, ``"brax/ant"``.
-SUPPORTED_ENVS = ("Maze-v0", *JUMANJI_ENVS, *GYMNAX_ENVS, "brax/<name>")
+#: Env suites, named ``"<suite>/<registered name>"``: the prefix, the module of its adapter,
+#: and the extra that installs it (``pip install purejaxppo[navix]``).
+SUITES = {
+    "navix/": ("._navix", "navix"),
+    "xminigrid/": ("._xminigrid", "xminigrid"),
+}
+SUPPORTED_ENVS = (
+    "Maze-v0", *JUMANJI_ENVS, *GYMNAX_ENVS, "brax/<name>", "navix/<name>", "xminigrid/<name>"
+)  # fmt: skip
 #: What the refusal of an unknown name lists (gymnax's and Jumanji's registries by count).
 _SUPPORTED_SHORT = (
     "Maze-v0, gymnax's registered envs ({gymnax}; the gymnax extra), any Jumanji env with "
     "(multi-)discrete actions ({jumanji} registered; tested: {tested}), 'brax/<name>' "
-    "(the brax extra), and your own environment: an object, or 'package.module:attr'"
+    "(the brax extra), 'navix/<name>' and 'xminigrid/<name>' (their extras), and your own "
+    "environment: an object, or 'package.module:attr'"
 )
 
 
@@ -97,6 +106,9 @@ def check_env(cfg: EnvOptions) -> None:
         return
     if str(cfg.env).startswith("brax/"):
         _check_brax(cfg)
+        return
+    if _suite(cfg.env) is not None:
+        _check_suite(cfg)
         return
     import jumanji
 
@@ -137,7 +149,7 @@ def _is_gymnax(name: str) -> bool:
     """Whether ``name`` is built by gymnax (`check_env` has accepted it)."""
     if name in GYMNAX_ENVS:
         return True
-    if name == "Maze-v0" or name.startswith("brax/"):
+    if name == "Maze-v0" or name.startswith("brax/") or _suite(name) is not None:
         return False
     import jumanji
 
@@ -163,6 +175,8 @@ def make_env(cfg: EnvOptions) -> Env:
         from ._brax import BraxEnv
 
         env = BraxEnv(cfg.env.removeprefix("brax/"), cfg.brax_backend, cfg.time_limit)
+    elif _suite(cfg.env) is not None:
+        env = _suite_module(cfg.env).ENV(cfg.env.removeprefix(_suite(cfg.env)), cfg.time_limit)
     elif _is_gymnax(cfg.env):
         env = GymnaxEnv(cfg.env, cfg.time_limit, cfg.memory_length)
     else:  # any other registered Jumanji env (`check_env` has checked the name)
@@ -201,6 +215,8 @@ def can_render(cfg: EnvOptions) -> bool:
     none."""
     if not isinstance(cfg.env, str) or ":" in cfg.env:  # own environments: no renderer
         return False
+    if _suite(cfg.env) is not None:  # the suites' renderers are not wired up yet
+        return False
     return not _is_gymnax(cfg.env) and not cfg.time_input and not cfg.maze_visited
 
 
@@ -212,6 +228,41 @@ def _check_own_options(cfg: EnvOptions) -> None:
         _fail("maze", cfg.maze, f"maze options apply to Maze-v0 only, not env={cfg.env!r}.")
     if cfg.brax_backend != "positional":
         _fail("brax_backend", cfg.brax_backend, f"it applies to brax/ envs, not {cfg.env!r}.")
+
+
+def _suite(name) -> str | None:
+    """The suite prefix ``name`` starts with (`SUITES`), or None."""
+    if not isinstance(name, str):
+        return None
+    return next((p for p in SUITES if name.startswith(p)), None)
+
+
+def _suite_module(name: str):
+    import importlib
+
+    return importlib.import_module(SUITES[_suite(name)][0], __package__)
+
+
+def _check_suite(cfg: EnvOptions) -> None:
+    """A suite's env: its extra is installed, the name is registered there, and it can be
+    trained (`refusal`); each failure is one line naming the fix."""
+    prefix = _suite(cfg.env)
+    extra = SUITES[prefix][1]
+    module = _suite_module(cfg.env)
+    try:
+        names = module.registered_names()
+    except ImportError:
+        _fail("env", cfg.env, f"{prefix}<name> envs need the {extra} extra: "
+              f"pip install 'purejaxppo[{extra}]'.")  # fmt: skip
+    name = cfg.env.removeprefix(prefix)
+    if name not in names:
+        close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
+        hint = f" Did you mean {[prefix + c for c in close]}?" if close else ""
+        _fail("env", cfg.env, f"no such {extra} environment.{hint} {extra} has {len(names)}: "
+              f"{', '.join(names)}.")  # fmt: skip
+    why = module.refusal(name)
+    if why is not None:
+        _fail("env", cfg.env, why)
 
 
 def _check_brax(cfg: EnvOptions) -> None:
