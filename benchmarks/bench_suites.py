@@ -1,11 +1,13 @@
-"""The env suites by name: steps/s of 1 and 16 agents on each suite's Empty-8x8.
+"""The env suites by name: steps/s of 1 and 16 agents (Navix's and XLand-MiniGrid's
+Empty-8x8, Craftax-Classic-Symbolic).
 
 Run:  pytest benchmarks/bench_suites.py -s
 
-Each case runs in a fresh process: the config of ``tests/test_suites.py``'s solved Empty-8x8
-(64 envs × 128 steps, 4 epochs of 8 minibatches, an MLP of 256-128 on the flattened grid),
-timed by `time_updates` (one-update programs, compiled and warmed up first; the default
-layout: on CPU, one device per core). Skipped without the suite's extra.
+Each case runs in a fresh process, the same config for all: ``tests/test_suites.py``'s for
+the solved Empty-8x8 (64 envs × 128 steps, 4 epochs of 8 minibatches, an MLP of 256-128 on
+the flattened observation), timed by `time_updates` (one-update programs, compiled and
+warmed up first; the default layout: on CPU, one device per core). Skipped without the
+suite's extra.
 """
 
 import importlib.util
@@ -16,6 +18,7 @@ from conftest import measure, report
 pytestmark = pytest.mark.timeout(3600)
 
 SUITES = {
+    "craftax": "craftax/Craftax-Classic-Symbolic-v1",
     "navix": "navix/Navix-Empty-8x8-v0",
     "xminigrid": "xminigrid/MiniGrid-Empty-8x8",
 }

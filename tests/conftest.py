@@ -36,6 +36,9 @@ needs_gymnax = pytest.mark.skipif(
 needs_navix = pytest.mark.skipif(
     importlib.util.find_spec("navix") is None, reason="pip install '.[navix]'"
 )
+needs_craftax = pytest.mark.skipif(
+    importlib.util.find_spec("craftax") is None, reason="pip install '.[craftax]'"
+)
 needs_xminigrid = pytest.mark.skipif(
     importlib.util.find_spec("xminigrid") is None, reason="pip install '.[xminigrid]'"
 )

@@ -1,4 +1,5 @@
-"""The JAX env suites by name: Navix (``navix/<name>``) and XLand-MiniGrid (``xminigrid/<name>``).
+"""The JAX env suites by name: Craftax (``craftax/<name>``), Navix (``navix/<name>``) and
+XLand-MiniGrid (``xminigrid/<name>``).
 
 Each adapter is checked against its library's own env stepped directly (observations,
 rewards, terminations against truncations, resets), then trained: one update of 2 agents in
@@ -11,10 +12,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import needs_navix, needs_xminigrid
+from conftest import needs_craftax, needs_navix, needs_xminigrid
 
 from purejaxppo import PPOConfig, evaluate, sweep
-from purejaxppo.envs import _navix, _xminigrid, make_env
+from purejaxppo.envs import _craftax, _navix, _xminigrid, make_env
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -91,12 +92,63 @@ def test_xminigrid_steps_as_xminigrid_itself():
     assert ends["terminated"] > 0 and ends["truncated"] > 0, ends
 
 
+@pytest.mark.slow  # Craftax's step compiles slowly (twice here: ours and its own)
+@needs_craftax
+def test_craftax_steps_as_craftax_and_restarts_in_its_pool():
+    """Between resets, Craftax's own ``step_env``; an ended episode restarts in one of the
+    env's pooled worlds, each Craftax's own ``reset_env``; the time limit is a truncation
+    and death a termination; `refresh` replaces one slot with a new world."""
+    limit = 30
+    ours = make_env(PPOConfig(env="craftax/Craftax-Classic-Symbolic-v1", time_limit=limit))
+    env, params = ours.env, ours.params
+    assert (ours.max_episode_steps, ours.num_actions, ours.obs_shape) == (limit, 17, (1345,))
+    state, obs, _ = jax.jit(ours.reset)(jax.random.PRNGKey(0))
+    pool_key = jax.random.split(jax.random.PRNGKey(0), 3)[1]
+    for i, k in enumerate(jax.random.split(pool_key, _craftax.POOL)):  # Craftax's own worlds
+        world_obs, world = env.reset_env(k, params)
+        np.testing.assert_array_equal(state.pool_obs[i], world_obs)
+        pooled = jax.tree.map(lambda p, j=i: p[j], state.pool)
+        assert all(
+            bool((p == w).all())
+            for p, w in zip(jax.tree.leaves(pooled), jax.tree.leaves(world), strict=True)
+        )
+    assert any(np.array_equal(obs, o) for o in state.pool_obs)
+    step = jax.jit(ours.step)
+    their_step = jax.jit(env.step_env)
+    ends = 0
+    for t, a in enumerate(np.random.default_rng(0).integers(0, 17, 2 * limit)):
+        action = jnp.asarray(a, jnp.int32)
+        step_key = jax.random.split(state.key, 3)[1]
+        their_obs, _, reward, done, _ = their_step(step_key, state.inner, action, params)
+        state_before = state
+        state, out = step(state, action)
+        np.testing.assert_array_equal(out.final_obs, their_obs)
+        assert float(out.reward) == float(reward) and bool(out.done) == bool(done)
+        if out.done:  # the time limit here: random play does not die in 30 steps
+            ends += 1
+            assert t + 1 == limit * ends and not out.terminated
+            assert any(np.array_equal(out.obs, o) for o in state_before.pool_obs)
+            assert int(state.inner.timestep) == 0
+        else:
+            np.testing.assert_array_equal(out.obs, out.final_obs)
+    assert ends == 2
+    health = jnp.zeros_like(state.inner.player_health)
+    dead = state._replace(inner=state.inner.replace(player_health=health))
+    _, out = step(dead, jnp.asarray(0, jnp.int32))
+    assert bool(out.done) and bool(out.terminated)  # death: no bootstrap
+    fresh = jax.jit(ours.refresh)(state, jax.random.PRNGKey(5))
+    pairs = zip(fresh.pool_obs, state.pool_obs, strict=True)
+    changed = [not np.array_equal(a, b) for a, b in pairs]
+    assert sum(changed) == 1, changed
+
+
 # ---------------------------------------------------------------------- training -----------
 SMALL = dict(
     conv_channels=(), mlp_widths=(32,), num_envs=4, num_steps=16, minibatch_size=32,
     update_epochs=1, total_timesteps=64,
 )  # fmt: skip
 SUITE_ENVS = [
+    pytest.param("craftax/Craftax-Classic-Symbolic-v1", marks=needs_craftax),
     pytest.param("navix/Navix-DoorKey-5x5-v0", marks=needs_navix),
     pytest.param("xminigrid/MiniGrid-DoorKey-5x5", marks=needs_xminigrid),
 ]
@@ -111,7 +163,8 @@ def test_one_update_of_two_agents(name):
         assert np.all(np.isfinite(np.asarray(x)))
     assert int(np.asarray(res.metrics.skipped_steps).sum()) == 0
     env = make_env(cfg)
-    assert env.obs_dtype == jnp.uint8 and len(env.obs_shape) == 3  # a grid, kept compact
+    if not name.startswith("craftax/"):
+        assert env.obs_dtype == jnp.uint8 and len(env.obs_shape) == 3  # a grid, kept compact
 
 
 SOLVE = dict(
@@ -145,6 +198,7 @@ def test_empty_8x8_is_solved(name):
         ("navix/Navix-Empty-8x8", needs_navix, "Did you mean ['navix/Navix-Empty-8x8-v0'"),
         ("xminigrid/MiniGrid-Empty-8x8-v0", needs_xminigrid, "['xminigrid/MiniGrid-Empty-8x8'"),
         ("xminigrid/XLand-MiniGrid-R1-9x9", needs_xminigrid, "ruleset benchmark"),
+        ("craftax/Craftax-Classic-v1", needs_craftax, "['craftax/Craftax-Classic-"),
     ],
 )
 def test_bad_names_are_refused_in_one_line(env, needs, says):
@@ -155,7 +209,9 @@ def test_bad_names_are_refused_in_one_line(env, needs, says):
     assert says in str(info.value) and "\n" not in str(info.value)
 
 
-@pytest.mark.parametrize("module, extra", [(_navix, "navix"), (_xminigrid, "xminigrid")])
+@pytest.mark.parametrize(
+    "module, extra", [(_craftax, "craftax"), (_navix, "navix"), (_xminigrid, "xminigrid")]
+)
 def test_without_the_extra_the_error_says_how_to_install_it(monkeypatch, module, extra):
     def missing():
         raise ImportError(f"No module named {extra!r}")

@@ -66,17 +66,20 @@ JUMANJI_ENVS = (
 #: Env suites, named ``"<suite>/<registered name>"``: the prefix, the module of its adapter,
 #: and the extra that installs it (``pip install purejaxppo[navix]``).
 SUITES = {
+    "craftax/": ("._craftax", "craftax"),
     "navix/": ("._navix", "navix"),
     "xminigrid/": ("._xminigrid", "xminigrid"),
 }
 SUPPORTED_ENVS = (
-    "Maze-v0", *JUMANJI_ENVS, *GYMNAX_ENVS, "brax/<name>", "navix/<name>", "xminigrid/<name>"
+    "Maze-v0", *JUMANJI_ENVS, *GYMNAX_ENVS, "brax/<name>", "craftax/<name>", "navix/<name>",
+    "xminigrid/<name>",
 )  # fmt: skip
 #: What the refusal of an unknown name lists (gymnax's and Jumanji's registries by count).
 _SUPPORTED_SHORT = (
     "Maze-v0, gymnax's registered envs ({gymnax}; the gymnax extra), any Jumanji env with "
     "(multi-)discrete actions ({jumanji} registered; tested: {tested}), 'brax/<name>' "
-    "(the brax extra), 'navix/<name>' and 'xminigrid/<name>' (their extras), and your own "
+    "(the brax extra), 'craftax/<name>', 'navix/<name>' and 'xminigrid/<name>' (their extras), "
+    "and your own "
     "environment: an object, or 'package.module:attr'"
 )
 
