@@ -11,7 +11,7 @@ import numpy as np
 from jaxtyping import Array, PRNGKeyArray
 
 from .._errors import one_line as _one_line
-from ._base import Env, EnvStep, select_tree
+from ._base import Env, EnvStep, ended_step, select_tree
 
 
 class GymnaxState(NamedTuple):
@@ -212,14 +212,9 @@ class GymnaxEnv(Env):
         done = jnp.logical_or(terminated, truncated)
         reset_obs, reset_inner = self.env.reset_env(reset_key, self.params)
         inner = select_tree(done, reset_inner, inner)
-        final_obs = self.encode(obs)
-        return GymnaxState(inner, key), EnvStep(
-            obs=jnp.where(done, self.encode(reset_obs), final_obs),
-            mask=jnp.ones(self.num_actions, bool),
-            reward=jnp.asarray(reward, jnp.float32),
-            terminated=jnp.asarray(terminated, bool),  # a cut at the time limit is not one
-            done=done,
-            final_obs=final_obs,
+        # ``terminated``: a cut at the time limit is not one
+        return GymnaxState(inner, key), ended_step(
+            self.num_actions, reward, terminated, done, self.encode(reset_obs), self.encode(obs)
         )
 
     def _step_public(self, state, action):
