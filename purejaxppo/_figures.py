@@ -86,6 +86,62 @@ def plot_curves(
     plt.close(fig)
 
 
+def plot_episode_stats(
+    path: Path,
+    stats: dict[str, dict[str, np.ndarray]],
+    env_steps: dict[str, np.ndarray],
+    title: str,
+    bins: int = 50,
+):
+    """The env's per-episode statistics (e.g. Craftax's achievements) over training, as a
+    heatmap per setting (label → name → (seeds, updates)): one row per statistic, one
+    column per stretch of training (up to ``bins``), its value the mean over the stretch's
+    updates and the setting's healthy seeds. A heatmap, not lines: Craftax has 22 to 67
+    statistics, and one update holds a few dozen episodes, so single updates are noisy."""
+    import os
+    import warnings
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = list(stats)
+    names = list(stats[labels[0]])
+    prefix = os.path.commonprefix(names) if len(names) > 1 else ""
+    prefix = prefix[: prefix.rfind("/") + 1]  # a shared "achievements/", never half a word
+    height = 1.4 + 0.17 * len(names)
+    fig, axes = plt.subplots(
+        len(labels), 1, figsize=(7.6, height * len(labels)), dpi=120, squeeze=False
+    )
+    for ax, label in zip(axes[:, 0], labels, strict=True):
+        steps = np.asarray(env_steps[label], np.float64)
+        updates = len(steps)
+        edges = np.linspace(0, updates, min(bins, updates) + 1).astype(int)
+        grid = np.full((len(names), len(edges) - 1), np.nan)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # stretches where none ended
+            for r, name in enumerate(names):
+                series = np.asarray(stats[label][name], np.float64)
+                for c, (a, b) in enumerate(zip(edges[:-1], edges[1:], strict=True)):
+                    grid[r, c] = np.nanmean(series[:, a:b])
+        last = np.nanmax(steps) if np.isfinite(steps).any() else updates
+        image = ax.imshow(
+            grid, aspect="auto", interpolation="nearest", cmap="viridis", vmin=0.0,
+            vmax=max(1.0, float(np.nanmax(grid))) if np.isfinite(grid).any() else 1.0,
+            extent=(0, last, len(names) - 0.5, -0.5),
+        )  # fmt: skip
+        ax.set_yticks(range(len(names)), [n.removeprefix(prefix) for n in names], fontsize=6)
+        ax.set_xlabel("environment steps per agent")
+        head = " ".join(x for x in (title, label) if x)
+        what = prefix.rstrip("/") or "statistics"
+        ax.set_title(f"{head}: {what} per episode" if head else f"{what} per episode", fontsize=9)
+        fig.colorbar(image, ax=ax, label="mean per episode", fraction=0.04, pad=0.02)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
 def write_gif(
     path: Path,
     cfg: PPOConfig,

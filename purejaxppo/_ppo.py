@@ -77,7 +77,12 @@ class RunnerState(eqx.Module):
 
 
 class Metrics(NamedTuple):
-    """One value per update (leading axis ``num_updates`` after `train`)."""
+    """One value per update (leading axis ``num_updates`` after `train`).
+
+    Every field is an array of shape ``(*batch)`` except ``episode_stats``, a dict of such
+    arrays by name (empty for envs that report none). `columns` gives all series as one flat
+    dict; prefer it to ``_asdict()`` in code that expects only arrays.
+    """
 
     # Mean over the episodes that ended in this update; NaN if none did (never a stale value).
     episode_return: Float[Array, "*batch"]
@@ -91,6 +96,18 @@ class Metrics(NamedTuple):
     explained_variance: Float[Array, "*batch"]
     grad_norm: Float[Array, "*batch"]  # before clipping
     skipped_steps: Int[Array, "*batch"]  # minibatch steps skipped for a non-finite loss/gradient
+    # The env's per-episode statistics (`Env.episode_stats`: e.g. Craftax's achievements),
+    # each the mean over the episodes that ended in this update, as ``episode_return`` (NaN
+    # if none did). A dict, not a stacked array, so that an env without statistics adds no
+    # leaf: checkpoints written before this field existed still load, and every other
+    # field keeps its shape. JAX returns it sorted by name.
+    episode_stats: dict[str, Float[Array, "*batch"]] = {}  # never mutated
+
+    def columns(self) -> dict[str, Array]:
+        """Every per-update series by name, all arrays: the fields, then each episode
+        statistic under its own name (what metrics.csv/.npz and TensorBoard write)."""
+        out = {f: getattr(self, f) for f in self._fields if f != "episode_stats"}
+        return {**out, **self.episode_stats}
 
 
 def healthy(metrics: Metrics, divergence_grad_norm: float | None = None) -> Bool[Array, "*batch"]:
@@ -171,6 +188,7 @@ class EpisodeSums(NamedTuple):
     returns: Float[Array, ""]
     lengths: Float[Array, ""]
     count: Float[Array, ""]
+    stats: Float[Array, " K"]  # the env's per-episode statistics (`Env.episode_stats`)
 
 
 def collect(cfg: PPOConfig, env: Env, state: RunnerState):
@@ -206,6 +224,9 @@ def collect(cfg: PPOConfig, env: Env, state: RunnerState):
             returns=sums.returns + jnp.sum(jnp.where(out.done, ep_ret, 0.0)),
             lengths=sums.lengths + jnp.sum(jnp.where(out.done, ep_len, 0)),
             count=sums.count + jnp.sum(out.done),
+            stats=sums.stats
+            if out.stats is None
+            else sums.stats + jnp.sum(jnp.where(out.done[:, None], out.stats, 0.0), axis=0),
         )
         reward, reward_norm = out.reward, s.reward_norm
         if reward_norm is not None:
@@ -240,7 +261,7 @@ def collect(cfg: PPOConfig, env: Env, state: RunnerState):
     zero = jnp.zeros((), jnp.float32)
     (state, sums), traj = jax.lax.scan(
         step,
-        (state, EpisodeSums(zero, zero, zero)),
+        (state, EpisodeSums(zero, zero, zero, jnp.zeros(len(env.episode_stats), jnp.float32))),
         jax.random.split(rollout_key, cfg.num_steps),
     )
     return dataclasses.replace(state, key=key), traj, sums
@@ -557,5 +578,9 @@ def update_step(cfg: PPOConfig, env: Env, state: RunnerState) -> tuple[RunnerSta
         explained_variance=explained,
         grad_norm=info.grad_norm,
         skipped_steps=info.skipped,
+        episode_stats={
+            name: jnp.where(count > 0, sums.stats[i] / jnp.maximum(count, 1), jnp.nan)
+            for i, name in enumerate(env.episode_stats)
+        },
     )
     return dataclasses.replace(state, update=state.update + 1), metrics

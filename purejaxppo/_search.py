@@ -15,6 +15,7 @@ from ._config import TRACED_FIELDS, PPOConfig, static_field_names
 from ._engine import batched, engine_for
 from ._memory import BUDGET_FRACTION, available_bytes, format_bytes
 from ._ppo import Metrics, init_state
+from .envs._registry import episode_stat_count
 
 LOG_UNIFORM_FIELDS = ("lr", "adam_eps")  # drawn log-uniformly (they span decades)
 
@@ -111,13 +112,17 @@ def check_host_memory(
     bases: list[PPOConfig], num_agents: int, chunked: bool, extra_per_update: int = 0
 ) -> None:
     """Refuse, before compiling, a sweep whose host-side arrays cannot fit in memory: the
-    metrics of every update (10 float32 fields per agent per update: they grow with
-    total_timesteps) and the agents' final states (with checkpoints: the host copy, its
-    serialisation and the file's bytes). The program's own memory is the engine's check.
+    metrics of every update (11 fields and the env's episode statistics, 4 bytes each per
+    agent per update: they grow with total_timesteps) and the agents' final states (with
+    checkpoints: the host copy, its serialisation and the file's bytes). The program's own
+    memory is the engine's check.
     ``extra_per_update``: more host bytes per agent per update (PBT's schedules)."""
     have = int(available_bytes() * BUDGET_FRACTION)
-    per_update = len(Metrics._fields) * 4 + extra_per_update
-    metrics = sum(num_agents * b.num_updates * per_update for b in bases)
+    fields = len(Metrics._fields) - 1  # episode_stats: one field per statistic
+    metrics = sum(
+        num_agents * b.num_updates * ((fields + episode_stat_count(b)) * 4 + extra_per_update)
+        for b in bases
+    )
     if metrics > have:
         fit = have // max(1, metrics // num_agents)
         updates = sum(b.num_updates for b in bases)

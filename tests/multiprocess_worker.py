@@ -55,7 +55,7 @@ def save(name: str, **arrays) -> None:
 
 
 def metrics_of(res) -> dict:
-    return {f"metrics_{k}": np.asarray(v) for k, v in res.metrics._asdict().items()}
+    return {f"metrics_{k}": np.asarray(v) for k, v in res.metrics.columns().items()}
 
 
 if task == "sweep":

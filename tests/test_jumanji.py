@@ -33,7 +33,7 @@ def test_short_training_is_finite_with_metrics_of_the_right_shapes(name, key):
     cfg = PPOConfig(env=name, **TINY, **extra)
     train = make_train(cfg)
     state, metrics = train(key)
-    for field, value in metrics._asdict().items():
+    for field, value in metrics.columns().items():
         assert value.shape == (cfg.num_updates,), field
     for loss in ("policy_loss", "value_loss", "entropy", "approx_kl", "grad_norm"):
         assert np.all(np.isfinite(getattr(metrics, loss))), loss

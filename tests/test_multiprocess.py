@@ -82,7 +82,7 @@ def close(a: np.ndarray, b: np.ndarray) -> bool:
 
 
 def metrics_close(result: dict, metrics) -> bool:
-    return all(close(result[f"metrics_{k}"], v) for k, v in metrics._asdict().items())
+    return all(close(result[f"metrics_{k}"], v) for k, v in metrics.columns().items())
 
 
 def test_a_sweep_over_two_processes_equals_one_process_and_resumes_across_them(tmp_path):

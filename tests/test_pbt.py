@@ -36,7 +36,7 @@ def fake_metrics(returns, **bad) -> Metrics:
     fields (e.g. ``policy_loss``) to given arrays."""
     returns = np.asarray(returns, np.float32)
     zeros = np.zeros_like(returns)
-    fields = {f: zeros for f in Metrics._fields}
+    fields = {f: zeros for f in Metrics._fields if f != "episode_stats"}
     fields.update(episode_return=returns, skipped_steps=zeros.astype(np.int32))
     fields.update(bad)
     return Metrics(**{k: jnp.asarray(v) for k, v in fields.items()})

@@ -8,14 +8,17 @@ one. Without a suite's extra its tests are skipped, saying which; the refusal of
 is tested either way.
 """
 
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from conftest import ULP_ATOL, needs_craftax, needs_navix, needs_xminigrid, tree_close
 
-from purejaxppo import PPOConfig, evaluate, sweep
-from purejaxppo.envs import _craftax, _navix, _xminigrid, make_env
+from purejaxppo import PPOConfig, evaluate, make_train, sweep, train_with_checkpoints
+from purejaxppo.envs import Env, EnvStep, _craftax, _navix, _xminigrid, make_env
+from purejaxppo.rundir import write_run
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -145,7 +148,7 @@ def test_craftax_steps_as_craftax_and_restarts_in_its_pool():
 # ---------------------------------------------------------------------- training -----------
 SMALL = dict(
     conv_channels=(), mlp_widths=(32,), num_envs=4, num_steps=16, minibatch_size=32,
-    update_epochs=1, total_timesteps=64,
+    update_epochs=1, total_timesteps=64, time_limit=8,
 )  # fmt: skip
 SUITE_ENVS = [
     pytest.param("craftax/Craftax-Classic-Symbolic-v1", marks=needs_craftax),
@@ -162,6 +165,13 @@ def test_one_update_of_two_agents(name):
     for x in (res.metrics.policy_loss, res.metrics.value_loss, res.metrics.entropy):
         assert np.all(np.isfinite(np.asarray(x)))
     assert int(np.asarray(res.metrics.skipped_steps).sum()) == 0
+    ended = np.asarray(res.metrics.episodes) > 0
+    assert ended.all()  # a time limit of 8 in 16-step rollouts
+    for stat, series in res.metrics.episode_stats.items():  # Craftax's achievements
+        assert np.all((np.asarray(series) >= 0) & (np.asarray(series) <= 1)), stat  # rates
+    if name.startswith("craftax/"):
+        assert len(res.metrics.episode_stats) == 22
+        assert "achievements/collect_wood" in res.metrics.episode_stats
     env = make_env(cfg)
     if not name.startswith("craftax/"):
         assert env.obs_dtype == jnp.uint8 and len(env.obs_shape) == 3  # a grid, kept compact
@@ -189,6 +199,120 @@ def test_empty_8x8_is_solved(name):
     ev = evaluate(cfg, res.state.params, jax.random.PRNGKey(123), 100, greedy=True)
     success = np.asarray(ev.success).mean(-1)
     assert np.all(success >= 0.9), success
+
+
+# --------------------------------------------------------------- per-episode statistics ---
+class Ticker(Env):
+    """Every episode lasts 3 steps; at its end the env reports ``parity`` (the env's total
+    step count mod 2) and ``one`` (always 1): per-episode statistics with known values."""
+
+    num_actions = 2
+    obs_shape = (1,)
+    obs_dtype = jnp.float32
+    max_episode_steps = 3
+    episode_stats = ("parity", "one")
+
+    def reset(self, key):
+        return jnp.int32(0), jnp.zeros(1), jnp.ones(2, bool)
+
+    def step(self, count, action):
+        count = count + 1
+        done = count % 3 == 0
+        stats = jnp.stack([(count % 2).astype(jnp.float32), jnp.float32(1.0)])
+        obs = jnp.full(1, (count % 3).astype(jnp.float32))
+        return count, EnvStep(obs, jnp.ones(2, bool), jnp.float32(0.0), done, done, stats=stats)
+
+
+class Silent(Ticker):
+    """The same episodes, no statistics."""
+
+    episode_stats = ()
+
+    def step(self, count, action):
+        count, out = super().step(count, action)
+        return count, out._replace(stats=None)
+
+
+def test_episode_statistics_are_means_over_the_episodes_that_ended():
+    """Against a Python loop: per update (8 steps), the mean of ``parity`` over the episodes
+    that ended in it, NaN where none did; and they reach the run directory's files."""
+    cfg = PPOConfig(env=Ticker(), conv_channels=(), mlp_widths=(8,), num_envs=2, num_steps=8,
+                    minibatch_size=16, update_epochs=1, total_timesteps=16 * 5)  # fmt: skip
+    res = sweep(cfg, 2)
+    stats = res.metrics.episode_stats
+    assert list(stats) == ["one", "parity"] and stats["parity"].shape == (2, 5)  # by name
+    for u in range(5):
+        ends = [s for s in range(8 * u + 1, 8 * u + 9) if s % 3 == 0]
+        expected = np.mean([s % 2 for s in ends]) if ends else np.nan
+        np.testing.assert_allclose(np.asarray(stats["parity"])[:, u], expected)
+        np.testing.assert_allclose(np.asarray(stats["one"])[:, u], 1.0 if ends else np.nan)
+    assert np.asarray(res.metrics.episodes).tolist() == [[2 * 2, 2 * 3, 2 * 3, 2 * 2, 2 * 3]] * 2
+
+
+def test_episode_statistics_reach_the_run_directory(tmp_path):
+    cfg = PPOConfig(env=Ticker(), conv_channels=(), mlp_widths=(8,), num_envs=2, num_steps=8,
+                    minibatch_size=16, update_epochs=1, total_timesteps=16 * 3)  # fmt: skip
+    res = sweep(cfg, 2)
+    write_run(tmp_path / "run", res, eval_episodes=0)
+    with np.load(tmp_path / "run" / "metrics.npz") as npz:
+        parity = np.asarray(res.metrics.episode_stats["parity"])
+        np.testing.assert_array_equal(npz["parity"], parity)
+    header = (tmp_path / "run" / "metrics.csv").read_text().splitlines()[0].split(",")
+    assert header[-2:] == ["one", "parity"]
+    summary = (tmp_path / "run" / "summary.md").read_text()
+    assert "| parity | " in summary and "| one | 1.000 |" in summary
+    assert (tmp_path / "run" / "episode_stats.png").stat().st_size > 0
+    # An env without statistics: no columns, no table, no figure.
+    res = sweep(cfg.replace(env=Silent()), 1)
+    assert res.metrics.episode_stats == {}
+    write_run(tmp_path / "plain", res, eval_episodes=0)
+    assert not (tmp_path / "plain" / "episode_stats.png").exists()
+    assert "Episode statistics" not in (tmp_path / "plain" / "summary.md").read_text()
+    header = (tmp_path / "plain" / "metrics.csv").read_text().splitlines()[0].split(",")
+    assert header[-1] == "skipped_steps"
+
+
+def test_episode_statistics_survive_a_stop_and_resume(tmp_path):
+    """A run stopped after one update and resumed from its checkpoint has the statistics of
+    the uninterrupted run (the dict rides in the checkpoint's metrics)."""
+    cfg = PPOConfig(env=Ticker(), conv_channels=(), mlp_widths=(8,), num_envs=2, num_steps=8,
+                    minibatch_size=16, update_epochs=1, total_timesteps=16 * 3)  # fmt: skip
+    whole = make_train(cfg)(jax.random.PRNGKey(3))[1]
+    _, _, finished = train_with_checkpoints(
+        cfg, tmp_path, seed=3, checkpoint_every=1, should_stop=lambda: True
+    )
+    assert not finished
+    _, metrics, finished = train_with_checkpoints(
+        cfg, tmp_path, seed=3, checkpoint_every=1, resume=True
+    )
+    assert finished and list(metrics.episode_stats) == ["one", "parity"]
+    assert tree_close(metrics.episode_stats, whole.episode_stats, rtol=0, atol=ULP_ATOL)
+
+
+class Misnamed(Ticker):
+    episode_stats = ("parity", "episode_return")
+
+
+class Miscounted(Ticker):
+    episode_stats = ("parity",)
+
+
+class Unnamed(Ticker):
+    episode_stats = ()
+
+
+@pytest.mark.parametrize(
+    "env, says",
+    [
+        (Misnamed(), "none a Metrics field (got ['episode_return'])"),
+        (Miscounted(), "stats must have shape (1,), not (2,)"),
+        (Unnamed(), "names no episode_stats"),
+    ],
+)
+def test_own_env_statistics_that_disagree_are_refused_in_one_line(env, says):
+    with pytest.raises(ValueError, match=re.escape(says)) as e:
+        make_train(PPOConfig(env=env, conv_channels=(), mlp_widths=(8,)))
+    assert "\n" not in str(e.value)
 
 
 # ------------------------------------------------------------------------ bad input ---------

@@ -97,7 +97,7 @@ def test_summary_leaves_diverged_agents_out_of_every_aggregate():
             [[1.0, 1.0, 1.0], [0.5, 0.5, 0.5], [np.inf, np.nan, -np.inf], [0.0, 1.0, np.nan]],
         ]
     )
-    metrics = Metrics(*[ret] * len(Metrics._fields))
+    metrics = Metrics(*[ret] * (len(Metrics._fields) - 1))  # no episode statistics
     diverged = np.zeros((2, 4), bool)
     diverged[1, 2] = True
     res = SweepResult(

@@ -56,7 +56,7 @@ def test_program_is_one_top_level_scan_over_updates():
 def test_metrics_shapes_and_values(two_runs):
     (state, metrics), _, _ = two_runs
     assert isinstance(metrics, Metrics)
-    for name, value in metrics._asdict().items():
+    for name, value in metrics.columns().items():
         assert value.shape == (TINY.num_updates,), name
     assert int(state.update) == TINY.num_updates
     assert metrics.episodes.dtype.kind == "i"

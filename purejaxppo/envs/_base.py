@@ -27,6 +27,9 @@ class EnvStep(NamedTuple):
     # limits): a truncated step bootstraps from V(final_obs). None for envs whose every
     # ending is a termination (Maze), where the trainer then skips that extra forward pass.
     final_obs: Array | None = None
+    # The env's per-episode statistics (`Env.episode_stats`, in that order) for the episode
+    # that ended at this step; read only where ``done``. None for envs that report none.
+    stats: Float[Array, " K"] | None = None
 
 
 class Env:
@@ -55,6 +58,10 @@ class Env:
     # Continuous actions: ``(low, high)``, one bound per action dimension (±inf: unbounded);
     # the policy is then a Gaussian over ``action_dims[0]`` numbers. None: discrete actions.
     action_bounds: tuple[tuple[float, ...], tuple[float, ...]] | None = None
+    # Names of numbers the env reports for each episode when it ends (`EnvStep.stats`), e.g.
+    # Craftax's achievements (1 if unlocked in that episode): each becomes a metric, its
+    # mean over the episodes that ended in an update (`Metrics.episode_stats`).
+    episode_stats: tuple[str, ...] = ()
 
     @property
     def action_dims(self) -> tuple[int, ...]:
@@ -81,7 +88,7 @@ def select_tree(done: Bool[Array, ""], reset: Any, current: Any) -> Any:
 
 
 def ended_step(
-    num_actions: int, reward, terminated, done, first_obs: Array, final_obs: Array
+    num_actions: int, reward, terminated, done, first_obs: Array, final_obs: Array, stats=None
 ) -> EnvStep:
     """The `EnvStep` of an env that resets where ``done``: ``first_obs`` (the next episode's
     first observation) is the next observation there, ``final_obs`` (the one reached) is kept
@@ -93,4 +100,5 @@ def ended_step(
         terminated=jnp.asarray(terminated, bool),
         done=jnp.asarray(done, bool),
         final_obs=final_obs,
+        stats=stats,
     )

@@ -17,6 +17,9 @@ from jaxtyping import Array, PRNGKeyArray
 from ._base import Env, ended_step, select_tree
 
 PREFIX = "craftax/"
+#: The prefix of Craftax's achievement entries in a step's ``info`` (each 100 where unlocked
+#: on the episode's last step, else 0).
+ACHIEVEMENT = "Achievements/"
 #: Worlds kept per env for resets (`CraftaxEnv`); one is regenerated per update.
 POOL = 4
 #: Craftax's four environments (``craftax.craftax_env.make_craftax_env_from_name``).
@@ -36,6 +39,11 @@ def registered_names() -> list[str]:
 def refusal(name: str) -> str | None:
     """Why ``name`` cannot be trained; None: all four can."""
     return None
+
+
+def _achievements(info: dict) -> list[str]:
+    """The achievement keys of a step's ``info``, in one fixed (sorted) order."""
+    return sorted(k for k in info if k.startswith(ACHIEVEMENT))
 
 
 class CraftaxState(NamedTuple):
@@ -78,9 +86,18 @@ class CraftaxEnv(Env):
         self.max_episode_steps = int(params.max_timesteps)
         self.num_actions = int(self.env.action_space(params).n)
         shape = tuple(self.env.observation_space(params).shape)
+        # Craftax reports each achievement at an episode's end (its ``info``): they become
+        # metrics, named as Craftax names them, 1 for an episode that unlocked it.
+        info = jax.eval_shape(self._info, jax.random.PRNGKey(0))
+        self.episode_stats = tuple(k.lower() for k in _achievements(info))
         self.image = len(shape) == 3
         self.obs_shape = (shape[2], shape[0], shape[1]) if self.image else shape
         self.obs_dtype = jnp.float32
+
+    def _info(self, key: PRNGKeyArray) -> dict:
+        """The ``info`` of one step (for its keys: traced, never run)."""
+        _, world = self.env.reset_env(key, self.params)
+        return self.env.step_env(key, world, jnp.zeros((), jnp.int32), self.params)[-1]
 
     def encode(self, obs) -> Array:
         obs = jnp.asarray(obs, jnp.float32)
@@ -100,14 +117,18 @@ class CraftaxEnv(Env):
 
     def step(self, state, action):
         key, step_key, pick_key = jax.random.split(state.key, 3)
-        obs, inner, reward, done, _ = self.env.step_env(step_key, state.inner, action, self.params)
+        obs, inner, reward, done, info = self.env.step_env(
+            step_key, state.inner, action, self.params
+        )
+        stats = jnp.stack([info[k] for k in _achievements(info)]) / 100.0
         terminated = self.env.is_terminal(inner, self._endless)  # the time limit lifted
         i = jax.random.randint(pick_key, (), 0, POOL)
         first = jax.tree.map(lambda x: x[i], state.pool)
         new = state._replace(inner=select_tree(done, first, inner), key=key)
         return new, ended_step(
-            self.num_actions, reward, terminated, done, state.pool_obs[i], self.encode(obs)
-        )
+            self.num_actions, reward, terminated, done, state.pool_obs[i], self.encode(obs),
+            stats.astype(jnp.float32),
+        )  # fmt: skip
 
     def refresh(self, state, key):
         """Replace one slot of this env's pool, at random, with a newly generated world."""

@@ -259,6 +259,34 @@ def check_traces(env: Env, label: str) -> None:
                 f"PPOConfig.env={label!r}: its step's {field} has shape "
                 f"{getattr(out, field).shape}; one env steps at a time (a scalar)."
             )
+    _check_stats(env, out, label)
+
+
+def _check_stats(env: Env, out, label: str) -> None:
+    """Refuse episode statistics whose names and values disagree, or whose names would
+    shadow a `Metrics` field in the run directory's columns."""
+    from .._ppo import Metrics  # the trainer's module imports the envs, not the reverse
+
+    names = tuple(env.episode_stats)
+    taken = sorted(set(names) & set(Metrics._fields)) or sorted(
+        {n for n in names if names.count(n) > 1}
+    )
+    if taken or not all(isinstance(n, str) and n for n in names):
+        raise ValueError(
+            f"PPOConfig.env={label!r}: episode_stats must be distinct non-empty names, none "
+            f"a Metrics field (got {taken or list(names)})."
+        )
+    shape = None if out.stats is None else tuple(out.stats.shape)
+    if names and shape != (len(names),):
+        raise ValueError(
+            f"PPOConfig.env={label!r}: it names {len(names)} episode_stats, so its step's "
+            f"stats must have shape ({len(names)},), not {shape}."
+        )
+    if not names and shape is not None:
+        raise ValueError(
+            f"PPOConfig.env={label!r}: its step gives stats of shape {shape} but the env "
+            "names no episode_stats; name them (one per number)."
+        )
 
 
 def _short(text: str, limit: int = 240) -> str:

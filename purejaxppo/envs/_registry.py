@@ -189,6 +189,15 @@ def make_env(cfg: EnvOptions) -> Env:
     return TimeInput(env) if cfg.time_input else env
 
 
+def episode_stat_count(cfg: EnvOptions) -> int:
+    """How many per-episode statistics (`Env.episode_stats`) the config's env reports, for
+    the host-memory check before compiling. Only own envs and the suites can report any, so
+    only they are built here (Craftax in 1-2 s, well below its compile)."""
+    if own_env(cfg.env) is None and _suite(cfg.env) is None:
+        return 0
+    return len(make_env(cfg).episode_stats)
+
+
 def describe_env(cfg: EnvOptions) -> str | None:
     """An own environment in one line (`OwnEnv.description`), for the run directory to
     record and resuming to compare; None for a registered name (the name says it all)."""

@@ -37,6 +37,7 @@ class TimeInput(Env):
         self.has_refresh = env.has_refresh
         self.success_return = env.success_return
         self.action_bounds = env.action_bounds
+        self.episode_stats = env.episode_stats
         shape = env.obs_shape
         self.obs_shape = (shape[0] + 1, *shape[1:])
         self.obs_dtype = jnp.float32

@@ -39,8 +39,8 @@ Mode = Literal["new", "overwrite", "resume", "results"]
 #: Files a run writes (globs); ``--overwrite`` removes exactly these.
 RUN_FILES = (
     "sweep.json", "pbt.json", "config.json", "ckpt-*.eqx", "metrics.npz", "metrics.csv",
-    "params*.eqx", "curves.png", "summary.md", "summary.csv", "agent.gif", "hyperparameters.png",
-    "lineage.png", "tb",
+    "params*.eqx", "curves.png", "episode_stats.png", "summary.md", "summary.csv", "agent.gif",
+    "hyperparameters.png", "lineage.png", "tb",
 )  # fmt: skip
 
 

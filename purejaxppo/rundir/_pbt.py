@@ -67,7 +67,7 @@ def _write_pbt_run(run_dir: Path, res: PBTResult, timings: dict) -> str:
     if describe_env(res.config) is not None:  # an own environment (read_run compares)
         meta["env"] = describe_env(res.config)
     atomic_write(run_dir / "config.json", json.dumps(meta, indent=1).encode())
-    arrays = {k: np.asarray(v) for k, v in res.metrics._asdict().items()}
+    arrays = {k: np.asarray(v) for k, v in res.metrics.columns().items()}
     arrays.update({f"hp_{k}": v for k, v in res.hyperparameters.items()})
     arrays.update(lineage=res.lineage, fitness=res.fitness)
     buf = io.BytesIO()

@@ -5,6 +5,7 @@
     metrics.csv     the same in tidy/long form: one row per agent × update (pandas-ready)
     params.eqx      trained parameters of every agent (Equinox serialisation)
     curves.png      learning curves: mean over seeds, 95 % bootstrap band, one line per setting
+    episode_stats.png  the env's per-episode statistics (e.g. Craftax's achievements), if any
     summary.md/csv  per setting: final return, IQM with 95 % bootstrap CI, success rate,
                     steps/s, compile and run seconds; diverged agents named
     agent.gif       the best agent playing one episode (Jumanji's or Brax's own renderer)
@@ -33,8 +34,7 @@ from .._axes import split_program, static_setting
 from .._config import PPOConfig, static_field_names
 from .._distributions import policy_distribution
 from .._evaluate import Policy, evaluate, has_success
-from .._figures import plot_curves, write_gif
-from .._ppo import Metrics
+from .._figures import plot_curves, plot_episode_stats, write_gif
 from .._results import SweepResult
 from ..envs import can_render, describe_env, make_env
 from ..stats import final_scores
@@ -110,6 +110,9 @@ def _write_run(run_dir: Path, result: SweepResult, timings, eval_episodes, gif, 
     steps = env_steps(result)
     label = f"{cfg.env} {cfg.maze_spec or ''}"
     plot_curves(run_dir / "curves.png", curves, _curve_steps(result, steps), label)
+    if result.metrics.episode_stats:  # e.g. Craftax's achievements
+        stats = _episode_stats(result)
+        plot_episode_stats(run_dir / "episode_stats.png", stats, _curve_steps(result, steps), label)
     if gif and can_render(cfg):
         best = _best_agent(result)
         if best is not None:
@@ -224,7 +227,7 @@ def _write_metrics(run_dir: Path, result: SweepResult) -> None:
     names = list(result.axes)
     updates = m.episode_return.shape[-1]
     steps = env_steps(result)  # (*static axes, update)
-    arrays = {f: np.asarray(getattr(m, f)) for f in Metrics._fields}
+    arrays = {f: np.asarray(v) for f, v in m.columns().items()}
     labels = {f"axis_{k}": np.asarray([_json(x) for x in v]) for k, v in result.axes.items()}
     buf = io.BytesIO()
     np.savez(
@@ -237,8 +240,8 @@ def _write_metrics(run_dir: Path, result: SweepResult) -> None:
     text = io.StringIO()
     writer = csv.writer(text)
     values = list(result.values) if "sample" in result.axes else []
-    writer.writerow([*names, *values, "update", "env_steps", *Metrics._fields])
-    cols = [arrays[f].reshape(-1, updates) for f in Metrics._fields]
+    writer.writerow([*names, *values, "update", "env_steps", *arrays])
+    cols = [a.reshape(-1, updates) for a in arrays.values()]
     n_static = steps.ndim - 1
     for a, index in enumerate(np.ndindex(*result.shape)):
         coords = [_json(result.axes[k][i]) for k, i in zip(names, index, strict=True)]
@@ -312,6 +315,7 @@ def _write_summary(run_dir: Path, rows: list[dict], result: SweepResult) -> None
             _fmt(r["run_s"], 2),
         ]
         lines.append("| " + " | ".join(cells) + " |")
+    lines += _stats_table(result)
     diverged = result.diverged_agents()
     lines.append("")
     if diverged:
@@ -340,6 +344,49 @@ def _curves(result: SweepResult, healthy_only: bool = True) -> dict[str, np.ndar
         if healthy.any() or not healthy_only:
             out[label] = ret[index][healthy]
     return out
+
+
+def _episode_stats(result: SweepResult) -> dict[str, dict[str, np.ndarray]]:
+    """Per setting label, each episode statistic's (healthy seeds, updates) series."""
+    setting_axes = list(result.axes)[:-1]
+    out = {}
+    for index in np.ndindex(*result.shape[:-1]):
+        healthy = ~result.diverged[index]
+        if not healthy.any():
+            continue
+        label = ", ".join(
+            f"{k}={_fmt(result.axes[k][i])}" for k, i in zip(setting_axes, index, strict=True)
+        )
+        out[label] = {
+            name: np.asarray(series, np.float64)[index][healthy]
+            for name, series in result.metrics.episode_stats.items()
+        }
+    return out
+
+
+def _stats_table(result: SweepResult) -> list[str]:
+    """summary.md's table of the env's per-episode statistics (none: no lines): each
+    seed's mean over its last 10 updates, averaged over healthy seeds, per setting."""
+    if not result.metrics.episode_stats:
+        return []
+    import warnings
+
+    stats = _episode_stats(result)
+    labels = list(stats)
+    lines = [
+        "",
+        "Episode statistics the env reports (e.g. achievements: the fraction of episodes that",
+        "unlocked each): each seed's mean over its last 10 updates, averaged over healthy seeds.",
+        "",
+        "| statistic | " + " | ".join(label or "final" for label in labels) + " |",
+        "|" + "---|" * (len(labels) + 1),
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # updates where no episode ended
+        for name in result.metrics.episode_stats:
+            finals = [np.nanmean(np.nanmean(stats[k][name][:, -10:], axis=1)) for k in labels]
+            lines.append(f"| {name} | " + " | ".join(_fmt(float(v)) for v in finals) + " |")
+    return lines
 
 
 def _curve_steps(result: SweepResult, steps: np.ndarray) -> dict[str, np.ndarray]:
@@ -433,8 +480,8 @@ def write_tensorboard(log_dir: str | Path, result: SweepResult) -> None:
                 prefix = "".join(
                     f"{k}_{_fmt(result.axes[k][i])}/" for k, i in zip(static, program, strict=True)
                 )
-                for name in Metrics._fields:
-                    x = np.asarray(getattr(result.metrics, name), np.float64)[program]
+                for name, series in result.metrics.columns().items():
+                    x = np.asarray(series, np.float64)[program]
                     x = x[healthy[program]]  # (healthy agents, U)
                     for stat, fn in (("mean", np.nanmean), ("min", np.nanmin), ("max", np.nanmax)):
                         values = fn(x, axis=0) if x.size else np.full(len(steps), np.nan)
