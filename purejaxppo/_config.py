@@ -63,7 +63,8 @@ class PPOConfig(eqx.Module):
     SlidingTilePuzzle-v0, Minesweeper-v0, Tetris-v0; any of gymnax's registered envs,
     `purejaxppo.envs.GYMNAX_ENVS`, with the ``gymnax`` extra; ``"brax/<name>"``;
     ``"navix/<name>"`` and ``"xminigrid/<name>"``, any of Navix's or XLand-MiniGrid's
-    MiniGrid ports, with their extras), or your
+    MiniGrid ports, with their extras; ``"xminigrid/XLand-MiniGrid-R1-9x9@trivial-21k"``,
+    an XLand env on one of its ruleset benchmarks, on disk; ``"craftax/<name>"``), or your
     own: an environment object (a gymnax-style env, ``(env, params)``, or a
     `purejaxppo.envs.Env`), or ``"package.module:attr"`` naming one or a function returning
     one (see `purejaxppo.envs.OwnEnv`)."""

@@ -96,6 +96,91 @@ def test_xminigrid_steps_as_xminigrid_itself():
     assert ends["terminated"] > 0 and ends["truncated"] > 0, ends
 
 
+@pytest.fixture
+def xland_benchmark(tmp_path, monkeypatch):
+    """A two-ruleset benchmark saved where XLand-MiniGrid looks for ``trivial-21k``'s file
+    (its data directory pointed at ``tmp_path``): hold a red ball; be near a blue key."""
+    import xminigrid.benchmarks as benchmarks
+    from xminigrid.core.constants import TILES_REGISTRY, Colors, Tiles
+    from xminigrid.core.goals import AgentHoldGoal, AgentNearGoal
+    from xminigrid.core.rules import EmptyRule
+
+    monkeypatch.setattr(benchmarks, "DATA_PATH", str(tmp_path))
+    ball, key = TILES_REGISTRY[Tiles.BALL, Colors.RED], TILES_REGISTRY[Tiles.KEY, Colors.BLUE]
+    goals = np.stack([AgentHoldGoal(tile=ball).encode(), AgentNearGoal(tile=key).encode()])
+    rules = np.stack([np.stack([np.asarray(EmptyRule().encode())] * 2)] * 2)
+    tiles = np.stack([np.stack([np.asarray(ball), np.asarray(key)])] * 2)
+    data = dict(goals=goals, rules=rules, init_tiles=tiles, num_rules=np.zeros(2, np.int32))
+    benchmarks.save_bz2_pickle(data, str(tmp_path / benchmarks.NAME2HFFILENAME["trivial-21k"]))
+    return benchmarks.load_benchmark_from_path(str(tmp_path / "trivial_21k"))
+
+
+@needs_xminigrid
+def test_an_xland_ruleset_steps_as_xminigrid_itself(xland_benchmark):
+    """``@trivial-21k#1``: every episode on ruleset 1, as XLand-MiniGrid's env on params with
+    that ruleset (observations, rewards, endings, resets)."""
+    import xminigrid
+
+    name = "XLand-MiniGrid-R1-9x9"
+    ours = make_env(PPOConfig(env=f"xminigrid/{name}@trivial-21k#1", time_limit=20))
+    env, params = xminigrid.make(name)
+    params = params.replace(max_steps=20, ruleset=xland_benchmark.get_ruleset(1))
+    key = jax.random.PRNGKey(5)
+    state, obs, _ = jax.jit(ours.reset)(key)
+    timestep = env.reset(params, jax.random.split(key)[1])
+    np.testing.assert_array_equal(obs, _moveaxis(timestep.observation))
+    np.testing.assert_array_equal(state.timestep.state.goal_encoding, xland_benchmark.goals[1])
+    step = jax.jit(ours.step)
+    their_step, their_reset = jax.jit(env.step), jax.jit(env.reset)  # params: arrays
+    rng = np.random.default_rng(1)
+    ends = 0
+    for a in rng.integers(0, ours.num_actions, size=120):
+        action = jnp.asarray(a, jnp.int32)
+        reset_key = jax.random.split(state.key)[1]
+        state, out = step(state, action)
+        timestep = their_step(params, timestep, action)
+        np.testing.assert_array_equal(out.final_obs, _moveaxis(timestep.observation))
+        np.testing.assert_allclose(out.reward, timestep.reward, rtol=0, atol=ULP_ATOL)
+        assert bool(out.done) == bool(timestep.last())
+        if out.done:
+            ends += 1
+            timestep = their_reset(params, reset_key)
+        np.testing.assert_array_equal(out.obs, _moveaxis(timestep.observation))
+    assert ends >= 5
+
+
+@needs_xminigrid
+def test_xland_episodes_draw_their_rulesets_from_the_benchmark(xland_benchmark):
+    env = make_env(PPOConfig(env="xminigrid/XLand-MiniGrid-R1-9x9@trivial-21k"))
+    states, _, _ = jax.jit(jax.vmap(env.reset))(jax.random.split(jax.random.PRNGKey(0), 64))
+    goals = np.asarray(states.timestep.state.goal_encoding)
+    drawn = [int(np.flatnonzero((np.asarray(xland_benchmark.goals) == g).all(1))[0]) for g in goals]
+    assert 16 <= drawn.count(0) <= 48  # both rulesets, about half each (binomial, p = 0.5)
+    res = sweep(PPOConfig(env="xminigrid/XLand-MiniGrid-R1-9x9@trivial-21k", **SMALL), 2)
+    assert np.all(np.isfinite(np.asarray(res.metrics.policy_loss)))
+
+
+@pytest.mark.parametrize(
+    "suffix, says",
+    [
+        ("", "name one of XLand-MiniGrid's ruleset benchmarks"),
+        ("@small-1m", "small_1m_v3 is missing) and nothing is downloaded here"),
+        ("@trivial-1k", "no ruleset benchmark 'trivial-1k'"),
+        ("@trivial-21k#2", "give a number from 0 to 1 after '#'"),
+        ("@trivial-21k#x", "give a number from 0 to 1 after '#'"),
+    ],
+)
+@needs_xminigrid
+def test_xland_names_without_a_usable_benchmark_are_refused_in_one_line(
+    xland_benchmark, suffix, says
+):
+    with pytest.raises(ValueError, match="PPOConfig.env=") as info:
+        PPOConfig(env=f"xminigrid/XLand-MiniGrid-R1-9x9{suffix}")
+    assert says in str(info.value) and "\n" not in str(info.value)
+    with pytest.raises(ValueError, match="applies to XLand envs only"):
+        PPOConfig(env="xminigrid/MiniGrid-Empty-8x8@trivial-21k")
+
+
 @pytest.mark.slow  # Craftax's step compiles slowly (twice here: ours and its own)
 @needs_craftax
 def test_craftax_steps_as_craftax_and_restarts_in_its_pool():
@@ -321,7 +406,7 @@ def test_own_env_statistics_that_disagree_are_refused_in_one_line(env, says):
     [
         ("navix/Navix-Empty-8x8", needs_navix, "Did you mean ['navix/Navix-Empty-8x8-v0'"),
         ("xminigrid/MiniGrid-Empty-8x8-v0", needs_xminigrid, "['xminigrid/MiniGrid-Empty-8x8'"),
-        ("xminigrid/XLand-MiniGrid-R1-9x9", needs_xminigrid, "ruleset benchmark"),
+        ("xminigrid/XLand-MiniGrid-R1-9x9", needs_xminigrid, "ruleset benchmarks"),
         ("craftax/Craftax-Classic-v1", needs_craftax, "['craftax/Craftax-Classic-"),
     ],
 )

@@ -36,6 +36,11 @@ def registered_names() -> list[str]:
     return list(NAMES)
 
 
+def base_name(name: str) -> str:
+    """The registered name in ``name`` (the name itself: this suite adds nothing to it)."""
+    return name
+
+
 def refusal(name: str) -> str | None:
     """Why ``name`` cannot be trained; None: all four can."""
     return None

@@ -27,6 +27,11 @@ def registered_names() -> list[str]:
     return list(navix.registry())
 
 
+def base_name(name: str) -> str:
+    """The registered name in ``name`` (the name itself: this suite adds nothing to it)."""
+    return name
+
+
 def refusal(name: str) -> str | None:
     """Why ``name`` (registered) cannot be trained; None: every Navix env can."""
     return None

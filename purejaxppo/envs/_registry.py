@@ -64,7 +64,9 @@ JUMANJI_ENVS = (
 #: Brax environments (``pip install purejaxppo[brax]``) are named ``"brax/<name>"``, e.g.
 #: ``"brax/inverted_pendulum"``, ``"brax/hopper"``, ``"brax/ant"``.
 #: Env suites, named ``"<suite>/<registered name>"``: the prefix, the module of its adapter,
-#: and the extra that installs it (``pip install purejaxppo[navix]``).
+#: and the extra that installs it (``pip install purejaxppo[navix]``). Each module has
+#: ``registered_names()``, ``base_name(name)`` (the registered part: XLand envs add
+#: ``@<benchmark>``), ``refusal(name)`` (why it cannot be trained, or None) and ``ENV``.
 SUITES = {
     "craftax/": ("._craftax", "craftax"),
     "navix/": ("._navix", "navix"),
@@ -267,7 +269,7 @@ def _check_suite(cfg: EnvOptions) -> None:
         _fail("env", cfg.env, f"{prefix}<name> envs need the {extra} extra: "
               f"pip install 'purejaxppo[{extra}]'.")  # fmt: skip
     name = cfg.env.removeprefix(prefix)
-    if name not in names:
+    if module.base_name(name) not in names:  # XLand: <name>@<benchmark>
         close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
         hint = f" Did you mean {[prefix + c for c in close]}?" if close else ""
         _fail("env", cfg.env, f"no such {extra} environment.{hint} {extra} has {len(names)}: "
