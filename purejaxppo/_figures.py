@@ -155,6 +155,7 @@ def write_gif(
 
     Maze-v0 is drawn directly from the env state with numpy (milliseconds per frame); other
     Jumanji envs with Jumanji's own renderer, Brax envs with Brax's (about 0.1 s a frame),
+    the env suites and own envs with ``can_draw`` through `Env.frame`,
     so an episode longer than ``max_frames`` steps (None: 100, or 1,000 for the maze) is
     shown up to that cap, and the episode's full length is reported through ``log`` (a line
     per stage, e.g. ``print``).
@@ -175,6 +176,8 @@ def write_gif(
         max_frames = 1000 if isinstance(env, JumanjiMaze) else 100
     if cfg.env.startswith("brax/"):
         return _write_brax_gif(path, env, policy, interval_ms, max_frames, key, say)
+    if env.can_draw:  # the env suites: each draws a state with its library's renderer
+        return _write_frames_gif(path, env, policy, interval_ms, max_frames, key, say)
     if isinstance(env, JumanjiMaze):
         mask, to_jumanji = (lambda obs: obs.action_mask), (lambda action: action)
     else:
@@ -261,6 +264,31 @@ def _write_brax_gif(path: Path, env, policy: Policy, interval_ms: int, max_frame
     say(f"drawing the GIF: {len(pipeline)} frames ...")
     frames = image.render_array(env.env.sys, pipeline, height=240, width=320)
     _save_gif(path, [np.asarray(f) for f in frames], interval_ms)
+    return len(frames)
+
+
+def _write_frames_gif(path: Path, env, policy: Policy, interval_ms, max_frames, key, say):
+    """One greedy episode of an env that draws its own states (`Env.frame`), up to the
+    step that ends it (that step resets, so its state is the next episode's)."""
+
+    @jax.jit
+    def step(policy, state, obs, mask, hidden):
+        action, hidden = policy.step(hidden, obs, mask)
+        return *env.step(state, action), hidden
+
+    state, obs, mask = jax.jit(env.reset)(key)
+    states, hidden, length = [state], policy.initial_hidden(), 0
+    for _ in range(env.max_episode_steps):
+        nxt, out, hidden = step(policy, state, obs, mask, hidden)
+        length += 1
+        if bool(out.done):
+            break
+        state, obs, mask = nxt, out.obs, out.mask
+        if len(states) < max_frames:
+            states.append(state)
+    say(f"drawing the GIF: {len(states)} frames of the episode's {length} steps ...")
+    frames = [env.frame(s) for s in states]
+    _save_gif(path, frames, interval_ms)
     return len(frames)
 
 

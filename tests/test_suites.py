@@ -262,6 +262,42 @@ def test_one_update_of_two_agents(name):
         assert env.obs_dtype == jnp.uint8 and len(env.obs_shape) == 3  # a grid, kept compact
 
 
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param("navix/Navix-Empty-5x5-v0", marks=needs_navix),
+        pytest.param("xminigrid/MiniGrid-Empty-5x5", marks=needs_xminigrid),
+        pytest.param(
+            "craftax/Craftax-Classic-Symbolic-v1", marks=[needs_craftax, pytest.mark.slow]
+        ),
+    ],
+)
+def test_a_gif_of_one_episode_drawn_by_the_suites_renderer(tmp_path, name):
+    from PIL import Image
+
+    from purejaxppo._distributions import policy_distribution
+    from purejaxppo._evaluate import Policy
+    from purejaxppo._figures import write_gif
+    from purejaxppo._ppo import init_state
+    from purejaxppo.envs import can_render
+
+    cfg = PPOConfig(env=name, **SMALL)  # a time limit of 8 steps
+    assert can_render(cfg) and not can_render(cfg.replace(time_input=True))
+    env, key = make_env(cfg), jax.random.PRNGKey(1)
+    policy = Policy(init_state(cfg, env, key).params, policy_distribution(cfg, env), None)
+    said = []
+    frames = write_gif(tmp_path / "a.gif", cfg, policy, key, log=said.append)
+    first = env.frame(jax.jit(env.reset)(key)[0])
+    assert first.dtype == np.uint8 and first.ndim == 3 and first.shape[2] == 3
+    with Image.open(tmp_path / "a.gif") as gif:  # Pillow merges repeated frames: durations
+        shown = 0
+        for i in range(gif.n_frames):
+            gif.seek(i)
+            shown += gif.info["duration"]
+        assert shown == 150 * frames and gif.size == (first.shape[1], first.shape[0])
+    assert 1 <= frames <= 8 and f"{frames} frames of the episode's" in said[0]
+
+
 SOLVE = dict(
     num_envs=64, num_steps=128, minibatch_size=1024, update_epochs=4, normalize_advantages=True,
     max_grad_norm=0.5, lr=3e-4, ent_coef=0.01, conv_channels=(), mlp_widths=(256, 128),

@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
 
@@ -62,6 +63,8 @@ class Env:
     # Craftax's achievements (1 if unlocked in that episode): each becomes a metric, its
     # mean over the episodes that ended in an update (`Metrics.episode_stats`).
     episode_stats: tuple[str, ...] = ()
+    # True: `frame` draws a state (the run directory's agent.gif, `write_gif`).
+    can_draw: bool = False
 
     @property
     def action_dims(self) -> tuple[int, ...]:
@@ -73,6 +76,11 @@ class Env:
         return state
 
     def reset(self, key: PRNGKeyArray) -> tuple[Any, Array, Bool[Array, " A"]]:
+        raise NotImplementedError
+
+    def frame(self, state: Any) -> np.ndarray:
+        """One env's ``state`` as an RGB image, ``(H, W, 3)`` uint8, on the host (envs with
+        ``can_draw``): a GIF's frame, so it need not trace."""
         raise NotImplementedError
 
     def step(self, state: Any, action: Int[Array, ""]) -> tuple[Any, EnvStep]:

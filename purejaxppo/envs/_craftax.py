@@ -77,6 +77,7 @@ class CraftaxEnv(Env):
 
     can_truncate = True
     has_refresh = True
+    can_draw = True
 
     def __init__(self, name: str, time_limit: int | None = None):
         from craftax.craftax_env import make_craftax_env_from_name
@@ -103,6 +104,20 @@ class CraftaxEnv(Env):
         """The ``info`` of one step (for its keys: traced, never run)."""
         _, world = self.env.reset_env(key, self.params)
         return self.env.step_env(key, world, jnp.zeros((), jnp.int32), self.params)[-1]
+
+    def frame(self, state) -> np.ndarray:
+        """Craftax's own pixel renderer (the player's view and inventory), 16 px a block
+        drawn 2× (32 px)."""
+        if not hasattr(self, "_draw"):
+            if "Classic" in self.name:
+                from craftax.craftax_classic.constants import BLOCK_PIXEL_SIZE_IMG
+                from craftax.craftax_classic.renderer import make_craftax_pixel_renderer
+            else:
+                from craftax.craftax.constants import BLOCK_PIXEL_SIZE_IMG
+                from craftax.craftax.renderer import make_craftax_pixel_renderer
+            self._draw = jax.jit(make_craftax_pixel_renderer(BLOCK_PIXEL_SIZE_IMG))
+        image = np.clip(np.asarray(self._draw(state.inner)), 0, 255).astype(np.uint8)
+        return np.repeat(np.repeat(image, 2, axis=0), 2, axis=1)
 
     def encode(self, obs) -> Array:
         obs = jnp.asarray(obs, jnp.float32)

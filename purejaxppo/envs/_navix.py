@@ -7,6 +7,7 @@ ourselves, so every step is a step and the observation a truncated episode ended
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array
@@ -53,6 +54,7 @@ class NavixEnv(Env):
     """
 
     can_truncate = True
+    can_draw = True
     success_return = 1.0
 
     def __init__(self, name: str, time_limit: int | None = None):
@@ -75,6 +77,15 @@ class NavixEnv(Env):
 
     def encode(self, obs) -> Array:
         return jnp.moveaxis(obs, -1, 0).astype(self.obs_dtype)
+
+    def frame(self, state) -> np.ndarray:
+        """Navix's own sprites (`navix.observations.rgb`), 4× enlarged (8 px a cell)."""
+        import navix
+
+        if not hasattr(self, "_rgb"):
+            self._rgb = jax.jit(navix.observations.rgb)
+        image = np.asarray(self._rgb(state.state))
+        return np.repeat(np.repeat(image, 4, axis=0), 4, axis=1)
 
     def reset(self, key):
         timestep = self.env.reset(key)

@@ -223,14 +223,17 @@ def with_env(cfg, env, recorded: str | None = None, where: str = ""):
 
 
 def can_render(cfg: EnvOptions) -> bool:
-    """Whether Jumanji's own renderer can draw this config's env: Jumanji envs, without
-    ``time_input`` or ``maze_visited`` (rendering steps Jumanji's env, which keeps neither).
-    Brax envs draw through Brax's MuJoCo renderer (needs an OpenGL context: EGL); gymnax has
-    none."""
-    if not isinstance(cfg.env, str) or ":" in cfg.env:  # own environments: no renderer
+    """Whether this config's env can be drawn (a GIF): Jumanji envs with Jumanji's own
+    renderer, without ``time_input`` or ``maze_visited`` (rendering steps Jumanji's env,
+    which keeps neither); Brax envs through Brax's MuJoCo renderer (needs an OpenGL context:
+    EGL); the suites and own `Env` subclasses with ``can_draw`` through their `Env.frame`,
+    without ``time_input``. gymnax has no renderer."""
+    if cfg.time_input and (_suite(cfg.env) is not None or own_env(cfg.env) is not None):
         return False
-    if _suite(cfg.env) is not None:  # the suites' renderers are not wired up yet
-        return False
+    if own_env(cfg.env) is not None:
+        return make_env(cfg).can_draw
+    if _suite(cfg.env) is not None:  # each suite's own renderer (`Env.frame`)
+        return True
     return not _is_gymnax(cfg.env) and not cfg.time_input and not cfg.maze_visited
 
 

@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, PRNGKeyArray
 
 from ._base import Env, ended_step, select_tree
@@ -136,6 +137,7 @@ class XMiniGridEnv(Env):
     """
 
     can_truncate = True
+    can_draw = True
     success_return = 0.05
 
     def __init__(self, name: str, time_limit: int | None = None):
@@ -162,6 +164,13 @@ class XMiniGridEnv(Env):
 
     def encode(self, obs) -> Array:
         return jnp.moveaxis(obs, -1, 0).astype(self.obs_dtype)
+
+    def frame(self, state) -> np.ndarray:
+        """XLand-MiniGrid's own drawing of the grid (its agent's view highlighted)."""
+        from xminigrid.rendering.rgb_render import render
+
+        inner = jax.device_get(state.timestep.state)
+        return render(np.asarray(inner.grid), inner.agent, int(self.params.view_size))
 
     def _reset(self, key: PRNGKeyArray):
         """XLand-MiniGrid's reset, on a ruleset drawn from the benchmark if there is one."""
