@@ -335,8 +335,8 @@ def _run(
             final = jax.tree.map(lambda x: x[:, -interval:], chunk)
             history.fitness[:, -1] = fitness_of(final, step.divergence_grad_norm)
         span = slice(first, first + chunk.episode_return.shape[1])
-        for m, c in zip(history.metrics, chunk, strict=True):
-            m[:, span] = c
+        for m, c in zip(jax.tree.leaves(history.metrics), jax.tree.leaves(chunk), strict=True):
+            m[:, span] = c  # every series, the env's episode statistics included
         if done == 0:
             history.lineage[:, 0] = np.arange(n)
         history = history._replace(done=np.asarray(done + count + last, np.int32))
