@@ -174,7 +174,7 @@ def write_gif(
     env = make_env(cfg)
     if max_frames is None:
         max_frames = 1000 if isinstance(env, JumanjiMaze) else 100
-    if cfg.env.startswith("brax/"):
+    if isinstance(cfg.env, str) and cfg.env.startswith("brax/"):
         return _write_brax_gif(path, env, policy, interval_ms, max_frames, key, say)
     if env.can_draw:  # the env suites: each draws a state with its library's renderer
         return _write_frames_gif(path, env, policy, interval_ms, max_frames, key, say)

@@ -410,6 +410,42 @@ def test_episode_statistics_survive_a_stop_and_resume(tmp_path):
     assert tree_close(metrics.episode_stats, whole.episode_stats, rtol=0, atol=ULP_ATOL)
 
 
+class Drawn(Ticker):
+    """A Ticker that draws itself: a 4×6 image whose red channel is the step count."""
+
+    can_draw = True
+
+    def frame(self, state):
+        image = np.zeros((4, 6, 3), np.uint8)
+        image[..., 0] = 40 * int(state)
+        return image
+
+
+def test_an_own_env_that_draws_itself_gets_a_gif(tmp_path):
+    from PIL import Image
+
+    from purejaxppo._distributions import policy_distribution
+    from purejaxppo._evaluate import Policy
+    from purejaxppo._figures import write_gif
+    from purejaxppo._ppo import init_state
+    from purejaxppo.envs import can_render
+
+    cfg = PPOConfig(env=Drawn(), conv_channels=(), mlp_widths=(8,))
+    assert can_render(cfg) and not can_render(cfg.replace(env=Ticker()))
+    env, key = make_env(cfg), jax.random.PRNGKey(0)
+    policy = Policy(init_state(cfg, env, key).params, policy_distribution(cfg, env), None)
+    assert write_gif(tmp_path / "a.gif", cfg, policy, key) == 3  # steps 0, 1, 2; 3 ends it
+    with Image.open(tmp_path / "a.gif") as gif:
+        reds = []
+        for i in range(gif.n_frames):
+            gif.seek(i)
+            reds.append(np.asarray(gif.convert("RGB"))[0, 0, 0])
+    assert reds == [0, 40, 80] and gif.size == (6, 4)
+    small = dict(num_envs=2, num_steps=8, minibatch_size=16, update_epochs=1, total_timesteps=32)
+    write_run(tmp_path / "run", sweep(cfg.replace(**small), 1), eval_episodes=0)
+    assert (tmp_path / "run" / "agent.gif").stat().st_size > 0  # the run directory's GIF
+
+
 class Misnamed(Ticker):
     episode_stats = ("parity", "episode_return")
 
