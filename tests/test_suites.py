@@ -181,6 +181,17 @@ def test_xland_names_without_a_usable_benchmark_are_refused_in_one_line(
         PPOConfig(env="xminigrid/MiniGrid-Empty-8x8@trivial-21k")
 
 
+@needs_xminigrid
+def test_a_damaged_benchmark_file_is_refused_in_one_line(tmp_path, monkeypatch):
+    import xminigrid.benchmarks as benchmarks
+
+    monkeypatch.setattr(benchmarks, "DATA_PATH", str(tmp_path))
+    (tmp_path / benchmarks.NAME2HFFILENAME["trivial-21k"]).write_bytes(b"not a benchmark")
+    with pytest.raises(ValueError, match="cannot be read .*fetch it again") as info:
+        PPOConfig(env="xminigrid/XLand-MiniGrid-R1-9x9@trivial-21k")
+    assert "\n" not in str(info.value)
+
+
 @pytest.mark.slow  # Craftax's step compiles slowly (twice here: ours and its own)
 @needs_craftax
 def test_craftax_steps_as_craftax_and_restarts_in_its_pool():

@@ -103,8 +103,14 @@ def refusal(name: str) -> str | None:
             f"xminigrid; xminigrid.load_benchmark('{bench}')\" and copy the file there (or "
             "set XLAND_MINIGRID_DATA to its directory)."
         )
-    if ruleset is not None:
+    try:  # read here, once (cached for the env): a damaged file is one line, not a traceback
         count = load(bench).num_rulesets()
+    except Exception as e:  # bz2, pickle or key errors: whatever the file's damage raises
+        return (
+            f"the ruleset benchmark file {path} cannot be read ({type(e).__name__}: "
+            f"{' '.join(str(e).split())[:120]}); fetch it again."
+        )
+    if ruleset is not None:
         if not ruleset.isdigit() or int(ruleset) >= count:
             return (
                 f"ruleset {ruleset!r} of {bench!r}: give a number from 0 to {count - 1} "
