@@ -3,7 +3,8 @@
 The names a researcher uses are here. The rest is in named subpackages: environments in
 `purejaxppo.envs`, statistics over seeds in `purejaxppo.stats`, the run directory in
 `purejaxppo.rundir`, devices and compiled programs in `purejaxppo.engine`, policies and
-their evaluation in `purejaxppo.evaluation`, the command line in `purejaxppo.cli`.
+their evaluation in `purejaxppo.evaluation`, experiment tracking (W&B, TensorBoard) in
+`purejaxppo.tracking`, the command line in `purejaxppo.cli`.
 """
 
 # ruff: noqa: E402  (the CPU device count is set before anything else is imported)
@@ -19,6 +20,7 @@ from . import envs as envs
 from . import evaluation as evaluation
 from . import rundir as rundir
 from . import stats as stats
+from . import tracking as tracking
 from ._config import PPOConfig as PPOConfig
 from ._evaluate import Policy as Policy
 from ._evaluate import evaluate as evaluate
@@ -40,7 +42,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Metrics", "PBTResult", "PPOConfig", "Policy", "RunnerState", "SweepResult", "engine",
     "envs", "evaluate", "evaluation", "gae", "load_policy", "make_train", "pbt", "resume_pbt",
-    "resume_sweep", "rundir", "stats", "sweep", "train_with_checkpoints",
+    "resume_sweep", "rundir", "stats", "sweep", "tracking", "train_with_checkpoints",
 ]  # fmt: skip
 
 #: Names the top level had before the subpackages (0.1.0 of 2026-12): still importable from

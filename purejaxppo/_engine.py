@@ -75,6 +75,11 @@ class Progress(NamedTuple):
     agents_with_episodes: Int[Array, ""]
     diverged: Int[Array, ""]
     num_agents: Int[Array, ""]
+    #: Per agent, only from an engine made with ``progress_agents=True`` (None otherwise):
+    #: every metric series of this update by name (`Metrics.columns`) and each traced
+    #: hyperparameter as ``hp/<name>``, shape ``(agents,)``, padding agents dropped. It rides
+    #: in the same one callback per update (what trackers log), so it costs no other transfer.
+    agents: dict[str, Array] | None = None
 
 
 ProgressFn = Callable[[Progress], None]
@@ -117,6 +122,8 @@ class Engine:
             (repeating the first agent; dropped); a width ≥ the agents per device runs them
             all at once. Memory may narrow it further: ``groups`` records the width each
             program runs.
+        progress_agents: also give the progress callback every agent's metrics and
+            hyperparameters (`Progress.agents`): what experiment trackers log.
     """
 
     total_compile_seconds = 0.0  # over every instance in this process (sweep timings)
@@ -129,6 +136,7 @@ class Engine:
         progress: ProgressFn | None = None,
         progress_every: int = 1,
         group_size: int | None = None,
+        progress_agents: bool = False,
     ):
         if mesh is None:
             mesh = agent_mesh() if jax.device_count() > 1 else False
@@ -144,6 +152,7 @@ class Engine:
         self.mesh: Mesh | None = None if mesh is False or mesh.size == 1 else mesh
         self.progress = progress
         self.progress_every = progress_every
+        self.progress_agents = progress_agents
         check_group_size(group_size)
         self.group_size = group_size
         self.groups: dict = {}  # (kind, num_agents) -> agents per group the program runs
@@ -416,6 +425,12 @@ class Engine:
             healthy = healthy & ppo_healthy(metrics)
             if self.progress is not None:
                 report = _aggregate(state.update[0], metrics, healthy, valid)
+                if self.progress_agents:
+                    agents = _per_agent_values(metrics, hp, valid)
+                    if self.mesh is not None:  # gathered explicitly: one all-gather, quietly
+                        whole = NamedSharding(self.mesh, PartitionSpec())
+                        agents = jax.lax.with_sharding_constraint(agents, whole)
+                    report = report._replace(agents=agents)
                 due = (state.update[0] % self.progress_every == 0) | (
                     state.update[0] == self.cfg.num_updates
                 )
@@ -474,6 +489,7 @@ def engine_for(
     progress: ProgressFn | None = None,
     progress_every: int = 1,
     group_size: int | None = None,
+    progress_agents: bool = False,
 ) -> Engine:
     """The shared `Engine` for ``cfg``'s static fields, this placement and group width.
 
@@ -493,13 +509,15 @@ def engine_for(
         progress,
         progress_every,
         group_size,
+        progress_agents,
     )
     if key not in _ENGINES:
         if len(_ENGINES) >= 8:
             _ENGINES.pop(next(iter(_ENGINES)))
         _ENGINES[key] = Engine(
-            cfg, mesh=mesh, progress=progress, progress_every=progress_every, group_size=group_size
-        )
+            cfg, mesh=mesh, progress=progress, progress_every=progress_every,
+            group_size=group_size, progress_agents=progress_agents,
+        )  # fmt: skip
     return _ENGINES[key]
 
 
@@ -537,6 +555,13 @@ def _aggregate(update, m: Metrics, healthy, valid) -> Progress:
         diverged=jnp.sum(~healthy & jnp.asarray(valid)).astype(jnp.int32),
         num_agents=int(valid.sum()),
     )
+
+
+def _per_agent_values(m: Metrics, hp: PPOConfig, valid) -> dict[str, Array]:
+    """`Progress.agents`: each metric series and traced hyperparameter, real agents only."""
+    n = int(np.sum(valid))  # the padding agents come last
+    values = {**m.columns(), **{f"hp/{k}": getattr(hp, k) for k in TRACED_FIELDS}}
+    return {k: v[:n] for k, v in values.items() if v is not None}
 
 
 def _num_agents(keys, hparams: PPOConfig, cfg: PPOConfig | None = None) -> int:

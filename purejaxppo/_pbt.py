@@ -36,7 +36,7 @@ import json
 import numbers
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -58,6 +58,9 @@ from .envs import describe_env
 from .rundir import write_pbt_run
 from .rundir._format import config_from_json, config_to_json, read_json
 from .rundir._pbt import checkpoint_like, empty_history
+from .tracking import TrackedRun, Tracker
+from .tracking._recorder import as_trackers
+from .tracking._runs import finish, pbt_agents, pbt_finished, run_name, tracked
 
 EXPLOITS = ("truncation",)
 EXPLORES = ("perturb",)
@@ -181,6 +184,7 @@ def pbt(
     stop_at: int | None = None,
     write_results: bool = True,
     env: Any = None,
+    tracker: Tracker | Sequence[Tracker] | None = None,
     **ranges: tuple[float, float],
 ) -> PBTResult:
     """Train a population that tunes its own hyperparameters as it trains (module doc).
@@ -208,6 +212,10 @@ def pbt(
             A finished run's results are written there too (`write_pbt_run`: metrics,
             figures, summary and every agent's parameters), unless ``write_results=False``.
         env: your own environment (as in `make_train`): ``cfg.replace(env=env)``.
+        tracker: log every agent as it trains (`purejaxppo.tracking.WandB`, `TensorBoard`,
+            or a list), as in `sweep`, with each agent's hyperparameter schedule
+            (``hp/<field>``); when the run finishes, the lineage table and (with
+            ``run_dir``) the figures.
         **ranges: tuned traced field → ``(low, high)`` initial range and bounds (log-uniform
             for lr and adam_eps).
 
@@ -227,6 +235,7 @@ def pbt(
         auto=False,
     )  # fmt: skip
     check_pbt_memory(cfg, population, ranges, chunked)
+    trackers = as_trackers(tracker, "pbt")
     updates = cfg.num_updates
     if interval >= updates:
         warnings.warn(
@@ -236,48 +245,61 @@ def pbt(
         )
     generations = -(-updates // interval)
     keys, hp, pbt_key = initial_population(cfg, population, int(seed), ranges)
-    engine = engine_for(
-        cfg,
-        mesh=mesh_for(mesh, population),
-        progress=progress,
-        progress_every=progress_every,
-        group_size=group_size,
-    )
-    spec = {
-        "config": config_to_json(cfg),
-        "population": population,
-        "interval": interval,
-        "seed": int(seed),
-        "group_size": group_size,
-        "checkpoint_every": checkpoint_every,
-        "step": json.loads(json.dumps(dataclasses.asdict(step))),  # tuples as JSON lists
-    }
-    if describe_env(cfg) is not None:  # an own environment, described (names: no key, as
-        spec["env"] = describe_env(cfg)  # before; checkpoints are stamped with the spec)
-    files = contextlib.nullcontext()
-    if chunked:
-        files = open_run(run_dir, "pbt", spec, resume=resume, overwrite=overwrite)
-    compile_before, t0 = engine.compile_seconds, time.perf_counter()
-    with files as files:
-        state, history = _run(
-            engine, step, keys, hp, pbt_key, interval, files,
-            every=checkpoint_every if chunked else generations, should_stop=should_stop,
-            stop_at=stop_at,
-        )  # fmt: skip
-    compile_s = engine.compile_seconds - compile_before
-    result = PBTResult(
-        metrics=history.metrics,
-        state=state,
-        hyperparameters=history.hyperparameters,
-        lineage=history.lineage,
-        fitness=history.fitness,
-        config=cfg,
-        interval=interval,
-        finished=int(history.done) == generations,
-        timings={"compile_s": compile_s, "run_s": time.perf_counter() - t0 - compile_s},
-    )
-    if chunked and result.finished and write_results and jax.process_index() == 0:
-        write_pbt_run(run_dir, result, result.timings)
+
+    def tracked_run() -> TrackedRun:
+        where = None if run_dir is None else Path(run_dir)
+        return TrackedRun("pbt", run_name(run_dir, "pbt"), pbt_agents(cfg, hp), where, resume)
+
+    with tracked(trackers, tracked_run, progress) as (progress, recorder):
+        engine = engine_for(
+            cfg,
+            mesh=mesh_for(mesh, population),
+            progress=progress,
+            progress_every=progress_every,
+            group_size=group_size,
+            progress_agents=bool(trackers),
+        )
+        spec = {
+            "config": config_to_json(cfg),
+            "population": population,
+            "interval": interval,
+            "seed": int(seed),
+            "group_size": group_size,
+            "checkpoint_every": checkpoint_every,
+            "step": json.loads(json.dumps(dataclasses.asdict(step))),  # tuples as JSON lists
+        }
+        if describe_env(cfg) is not None:  # an own environment, described (names: no key, as
+            spec["env"] = describe_env(cfg)  # before; checkpoints are stamped with the spec)
+        files = contextlib.nullcontext()
+        if chunked:
+            files = open_run(run_dir, "pbt", spec, resume=resume, overwrite=overwrite)
+        compile_before, t0 = engine.compile_seconds, time.perf_counter()
+        with files as files:
+            if recorder is not None:  # after the claim: trackers write into run_dir
+                recorder.start()
+            state, history = _run(
+                engine, step, keys, hp, pbt_key, interval, files,
+                every=checkpoint_every if chunked else generations, should_stop=should_stop,
+                stop_at=stop_at,
+            )  # fmt: skip
+        compile_s = engine.compile_seconds - compile_before
+        result = PBTResult(
+            metrics=history.metrics,
+            state=state,
+            hyperparameters=history.hyperparameters,
+            lineage=history.lineage,
+            fitness=history.fitness,
+            config=cfg,
+            interval=interval,
+            finished=int(history.done) == generations,
+            timings={"compile_s": compile_s, "run_s": time.perf_counter() - t0 - compile_s},
+        )
+        wrote = chunked and result.finished and write_results and jax.process_index() == 0
+        if wrote:
+            write_pbt_run(run_dir, result, result.timings)
+        finish(
+            recorder, pbt_finished(result, run_dir if wrote else None) if result.finished else None
+        )
     return result
 
 
@@ -366,11 +388,13 @@ def resume_pbt(
     stop_at: int | None = None,
     write_results: bool = True,
     env: Any = None,
+    tracker: Tracker | Sequence[Tracker] | None = None,
 ) -> PBTResult:
     """Continue the checkpointed PBT run in ``run_dir`` (its ``pbt.json`` gives the rest).
 
     The result equals the uninterrupted run's, bit for bit on CPU (tested). A run of an
-    environment object needs it again as ``env`` (as for `resume_sweep`).
+    environment object needs it again as ``env`` (as for `resume_sweep`); ``tracker``
+    continues its tracked runs.
     """
     spec = read_json(Path(run_dir) / "pbt.json", "pbt.json")
     step = spec["step"]
@@ -394,6 +418,7 @@ def resume_pbt(
         stop_at=stop_at,
         write_results=write_results,
         env=env,
+        tracker=tracker,
         **{name: (low, high) for name, low, high, _ in step["ranges"]},
     )
 

@@ -36,6 +36,9 @@ from ._search import check_sweep_args, hyperparameter_values, seed_list, static_
 from .envs import describe_env
 from .rundir import write_run
 from .rundir._format import config_from_json, config_to_json, read_json
+from .tracking import TrackedRun, Tracker
+from .tracking._recorder import as_trackers
+from .tracking._runs import finish, run_name, sweep_agents, sweep_finished, tracked
 
 
 class TrainedAgent(NamedTuple):
@@ -79,6 +82,7 @@ def sweep(
     stop_at: int | None = None,
     write_results: bool = True,
     env: Any = None,
+    tracker: Tracker | Sequence[Tracker] | None = None,
     **axes: Any,
 ) -> SweepResult:
     """Train every (hyperparameter setting × seed) of a sweep in one vmapped program.
@@ -129,6 +133,12 @@ def sweep(
         write_results: with ``run_dir``, write the finished run's results there (False:
             the caller writes them, as the CLI does with its evaluation and GIF).
         env: your own environment (as in `make_train`): ``cfg.replace(env=env)``.
+        tracker: log every agent's metrics as it trains (`purejaxppo.tracking.WandB`,
+            `TensorBoard`, or several in a list): one tracked run per agent, with its
+            config, sweep coordinates and seed; when the sweep finishes, its summary table
+            (and with ``run_dir``, its figures). A resumed sweep continues the same tracked
+            runs (their ids are kept in ``run_dir``). A failing tracker is a warning; the
+            sweep goes on.
         **axes: field name → list of values (grid) or (low, high) (random).
     """
     if env is not None:
@@ -140,64 +150,87 @@ def sweep(
         "sweep", run_dir, checkpoint_every, resume, overwrite, stop_at, unit="updates", auto=True
     )
     num_agents = check_sweep_args(cfg, seeds, search, num_samples, axes, chunked)
+    trackers = as_trackers(tracker, "sweep")
     seeds = seed_list(seeds)  # after the checks: a refused count is never materialised
     static_axes = {k: list(v) for k, v in axes.items() if k in static_field_names()}
     traced_axes = {k: v for k, v in axes.items() if k not in static_axes}
     values, hyper_axes = hyperparameter_values(search, traced_axes, num_samples, sample_seed)
     bases = static_bases(cfg, axes)
-    run = dict(
-        mesh=mesh_for(mesh, num_agents),
-        progress=progress,
-        progress_every=progress_every,
-        group_size=group_size,
-    )
-    spec = {
-        "config": config_to_json(cfg),
-        "seeds": seeds,
-        "search": search,
-        "num_samples": num_samples,
-        "sample_seed": sample_seed,
-        "divergence_grad_norm": divergence_grad_norm,
-        "group_size": group_size,
-        "axes": {k: [int(x) if k in static_axes else float(x) for x in v] for k, v in axes.items()},
-    }
-    if describe_env(cfg) is not None:  # an own environment, described (names: no key, as
-        spec["env"] = describe_env(cfg)  # before; checkpoints are stamped with the spec)
-    files = contextlib.nullcontext()
-    if chunked:
-        files = open_run(
-            run_dir, "sweep", spec, resume=resume, overwrite=overwrite,
-            settings={"checkpoint_every": checkpoint_every}, defaults={"group_size": None},
-        )  # fmt: skip
-    results, programs = [], []
-    with files as files:
-        for i, base in enumerate(bases):
-            compile_before, t0 = Engine.total_compile_seconds, time.perf_counter()
-            if files is None:
-                r = _run_whole(base, values, seeds, **run)
-            else:
-                r = _run_chunked(
-                    base, values, seeds, files.of_program(None if len(bases) == 1 else i),
-                    checkpoint_every, should_stop, stop_at,
-                    runs_chunks=not results or results[-1].finished,  # stopped: later wait
-                    **run,
-                )  # fmt: skip
-            compile_s = Engine.total_compile_seconds - compile_before
-            run_s = time.perf_counter() - t0 - compile_s
-            widths = engine_for(base, **run).groups
-            width = min((w for (_, n), w in widths.items() if n == num_agents), default=None)
-            programs.append(
-                {"compile_s": compile_s, "run_s": run_s, "updates_run": r.updates_run,
-                 "group_size": width}
+    all_axes = {**static_axes, **hyper_axes, "seed": seeds}
+    labelled = {k: _broadcast_static(v, static_axes) for k, v in values.items()}
+    kind = "sweep" if set(all_axes) - {"seed"} else "train"
+
+    def tracked_run() -> TrackedRun:
+        agents = sweep_agents(cfg, all_axes, labelled)
+        where = None if run_dir is None else Path(run_dir)
+        return TrackedRun(kind, run_name(run_dir, kind), agents, where, resume)
+
+    with tracked(trackers, tracked_run, progress) as (progress, recorder):
+        run = dict(
+            mesh=mesh_for(mesh, num_agents),
+            progress=progress,
+            progress_every=progress_every,
+            group_size=group_size,
+            progress_agents=bool(trackers),
+        )
+        spec = {
+            "config": config_to_json(cfg),
+            "seeds": seeds,
+            "search": search,
+            "num_samples": num_samples,
+            "sample_seed": sample_seed,
+            "divergence_grad_norm": divergence_grad_norm,
+            "group_size": group_size,
+            "axes": {
+                k: [int(x) if k in static_axes else float(x) for x in v] for k, v in axes.items()
+            },
+        }
+        if describe_env(cfg) is not None:  # an own environment, described (names: no key, as
+            spec["env"] = describe_env(cfg)  # before; checkpoints are stamped with the spec)
+        files = contextlib.nullcontext()
+        if chunked:
+            files = open_run(
+                run_dir, "sweep", spec, resume=resume, overwrite=overwrite,
+                settings={"checkpoint_every": checkpoint_every}, defaults={"group_size": None},
             )  # fmt: skip
-            results.append(r)
-    result = _sweep_result(
-        cfg, results, programs, {**static_axes, **hyper_axes, "seed": seeds},
-        {k: _broadcast_static(v, static_axes) for k, v in values.items()},
-        ndim=len(hyper_axes) + 1, divergence_grad_norm=divergence_grad_norm,
-    )  # fmt: skip
-    if chunked and result.finished and write_results and jax.process_index() == 0:
-        write_run(run_dir, result, eval_episodes=0, gif=False, overwrite=True)
+        results, programs = [], []
+        with files as files:
+            if recorder is not None:  # after the claim: trackers write into run_dir
+                recorder.start()
+            for i, base in enumerate(bases):
+                if recorder is not None:  # this program's agents follow the previous ones'
+                    jax.effects_barrier()
+                    recorder.program(i * (num_agents // len(bases)))
+                compile_before, t0 = Engine.total_compile_seconds, time.perf_counter()
+                if files is None:
+                    r = _run_whole(base, values, seeds, **run)
+                else:
+                    r = _run_chunked(
+                        base, values, seeds, files.of_program(None if len(bases) == 1 else i),
+                        checkpoint_every, should_stop, stop_at,
+                        runs_chunks=not results or results[-1].finished,  # stopped: later wait
+                        **run,
+                    )  # fmt: skip
+                compile_s = Engine.total_compile_seconds - compile_before
+                run_s = time.perf_counter() - t0 - compile_s
+                widths = engine_for(base, **run).groups
+                width = min((w for (_, n), w in widths.items() if n == num_agents), default=None)
+                programs.append(
+                    {"compile_s": compile_s, "run_s": run_s, "updates_run": r.updates_run,
+                     "group_size": width}
+                )  # fmt: skip
+                results.append(r)
+        result = _sweep_result(
+            cfg, results, programs, all_axes, labelled, ndim=len(hyper_axes) + 1,
+            divergence_grad_norm=divergence_grad_norm,
+        )  # fmt: skip
+        wrote = chunked and result.finished and write_results and jax.process_index() == 0
+        if wrote:
+            write_run(run_dir, result, eval_episodes=0, gif=False, overwrite=True)
+        finish(
+            recorder,
+            sweep_finished(result, run_dir if wrote else None) if result.finished else None,
+        )
     return result
 
 
@@ -211,13 +244,15 @@ def resume_sweep(
     stop_at: int | None = None,
     write_results: bool = True,
     env: Any = None,
+    tracker: Tracker | Sequence[Tracker] | None = None,
 ) -> SweepResult:
     """Continue the checkpointed sweep in ``run_dir`` (its ``sweep.json`` gives the rest).
 
     The result equals that of the uninterrupted sweep, bit for bit on CPU. The device count
     may differ from the first run's (checkpoints hold the agents without padding). A sweep
     of an environment object needs it again as ``env`` (one that is not the recorded one is
-    refused); one named by an import path is imported again.
+    refused); one named by an import path is imported again. ``tracker`` continues the
+    sweep's tracked runs (the ids its trackers kept in ``run_dir``).
     """
     spec = read_json(Path(run_dir) / "sweep.json", "sweep.json")
     return sweep(
@@ -238,6 +273,7 @@ def resume_sweep(
         stop_at=stop_at,
         write_results=write_results,
         env=env,
+        tracker=tracker,
         **spec["axes"],
     )
 
@@ -252,6 +288,7 @@ def train_with_checkpoints(
     should_stop: Callable[[], bool] | None = None,
     progress: ProgressFn | None = None,
     env: Any = None,
+    tracker: Tracker | Sequence[Tracker] | None = None,
 ) -> TrainedAgent:
     """One agent trained in chunks of ``checkpoint_every`` updates, checkpointed after each.
 
@@ -266,7 +303,7 @@ def train_with_checkpoints(
         raise ValueError(f"checkpoint_every={checkpoint_every!r}: need a positive int.")
     res = sweep(
         cfg, [seed], run_dir=run_dir, checkpoint_every=checkpoint_every, resume=resume,
-        should_stop=should_stop, progress=progress, env=env,
+        should_stop=should_stop, progress=progress, env=env, tracker=tracker,
     )  # fmt: skip
     state, metrics = jax.tree.map(lambda x: x[0], (res.state, res.metrics))
     return TrainedAgent(state, metrics, res.finished)

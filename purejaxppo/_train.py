@@ -14,15 +14,22 @@ decided by the inputs' types (tracers or not), never by catching an error.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import equinox as eqx
 import jax
+import numpy as np
 from jaxtyping import PRNGKeyArray
 
 from ._config import PPOConfig
 from ._engine import ProgressFn, batched, engine_for
 from ._ppo import Metrics, RunnerState
+from .rundir._format import config_to_json
+from .stats import final_scores
+from .tracking import Finished, TrackedAgent, TrackedRun, Tracker
+from .tracking._recorder import RELAY, as_trackers
+from .tracking._runs import finish, run_name, tracked
 
 
 class Train:
@@ -34,11 +41,16 @@ class Train:
     Hyperparameters always enter as traced float32 scalars, so new values never recompile.
     """
 
-    def __init__(self, cfg: PPOConfig, progress: ProgressFn | None = None):
+    def __init__(self, cfg: PPOConfig, progress: ProgressFn | None = None, trackers=()):
         self.cfg = cfg
+        self.progress = progress
+        self.trackers = trackers
         # One device, no sharding: a user's own `vmap` or `sweep` decides placement. The
         # engine is shared with every trainer of the same static config (no recompiles).
-        self.engine = engine_for(cfg, mesh=False, progress=progress)
+        if trackers:  # the relay (`tracking.tracked`) feeds the trackers and ``progress``
+            self.engine = engine_for(cfg, mesh=False, progress=RELAY, progress_agents=True)
+        else:
+            self.engine = engine_for(cfg, mesh=False, progress=progress)
         self.env = self.engine.env  # the environment the agent trains on
         self._inline = eqx.filter_jit(self._one_agent)
 
@@ -54,9 +66,27 @@ class Train:
         _check_key(key)
         hp = self._hyperparameters(config)
         if _is_traced((key, hp)):  # inside the caller's jit/vmap: trace the same program
+            if self.trackers:
+                raise ValueError(
+                    "make_train(tracker=...) logs calls with a concrete key; under jax.jit or "
+                    "jax.vmap, train many agents with sweep(cfg, seeds=N, tracker=...) instead."
+                )
             return self._inline(key, hp)
         keys, hp = key[None], batched(hp, 1)
-        return _first(self.engine(keys, hp))
+        if not self.trackers:
+            return _first(self.engine(keys, hp))
+        agent = TrackedAgent(
+            0, "agent", {}, config_to_json(config or self.cfg), self.cfg.batch_size
+        )
+        run = TrackedRun("train", run_name(None, "train"), (agent,))
+        with tracked(self.trackers, lambda: run, self.progress) as (_, recorder):
+            if recorder is not None:
+                recorder.start()
+            out = jax.block_until_ready(_first(self.engine(keys, hp)))
+            score = final_scores(np.asarray(out[1].episode_return)[None])[0]
+            table = [{"return_mean": float(score) if np.isfinite(score) else None}]
+            finish(recorder, Finished(table, [table[0]["return_mean"]]))
+        return out
 
     def _one_agent(self, key: PRNGKeyArray, hp: PPOConfig):
         return _first(self.engine.program("train", 1)(key[None], batched(hp, 1)))
@@ -105,18 +135,27 @@ class Train:
         return config.traced()
 
 
-def make_train(cfg: PPOConfig, progress: ProgressFn | None = None, *, env: Any = None) -> Train:
+def make_train(
+    cfg: PPOConfig,
+    progress: ProgressFn | None = None,
+    *,
+    env: Any = None,
+    tracker: Tracker | Sequence[Tracker] | None = None,
+) -> Train:
     """Build the one-program trainer for ``cfg`` (see `Train`).
 
     ``progress(Progress)``, if given, is called on the host after every update from inside
     the compiled program (a `jax.debug.callback`), as for `sweep`. ``env``: your own
     environment, as ``cfg.replace(env=env)`` takes it (a gymnax-style env, ``(env,
     params)``, a `purejaxppo.envs.Env`, or ``"package.module:attr"``); it is built and
-    traced here, and refused in one line, before anything compiles.
+    traced here, and refused in one line, before anything compiles. ``tracker``
+    (`purejaxppo.tracking.WandB`, `TensorBoard`, or a list): each ``train(key)`` call with a
+    concrete key is one tracked run of its agent (many agents: `sweep` with ``tracker``).
     """
     if not isinstance(cfg, PPOConfig):
         raise TypeError(f"make_train expects a PPOConfig, got {type(cfg).__name__}.")
-    return Train(cfg if env is None else cfg.replace(env=env), progress)
+    trackers = as_trackers(tracker, "make_train")
+    return Train(cfg if env is None else cfg.replace(env=env), progress, trackers)
 
 
 def _check_key(key: Any) -> None:

@@ -9,7 +9,8 @@ RESUME_FLAGS = {
     "resume", "progress", "no-progress", "progress-every", "eval-episodes", "gif", "no-gif",
     "tensorboard", "no-tensorboard", "devices", "distributed", "no-distributed",
     "coordinator-address", "num-processes", "process-id", "stop-at", "compile-cache",
-    "no-compile-cache", "compile-cache-dir",
+    "no-compile-cache", "compile-cache-dir", "wandb", "wandb-entity", "wandb-group",
+    "wandb-mode", "wandb-tags",
 }  # fmt: skip
 
 
@@ -34,13 +35,7 @@ def check_run_flags(cmd, argv: list[str]) -> None:
             f"--group-size {cmd.group_size}: need at least 1 agent per group (omit it for the "
             "backend's default)."
         )
-    if getattr(cmd, "tensorboard", False):
-        try:
-            import tensorboardX  # noqa: F401
-        except ImportError as e:
-            raise ValueError(
-                "--tensorboard needs tensorboardX: pip install 'purejaxppo[tb]'."
-            ) from e
+    trackers_of(cmd)  # a missing package: one line, before anything compiles
     if cmd.resume:
         given = {a[2:].split("=")[0] for a in argv[1:] if a.startswith("--")}
         refused = sorted(given - RESUME_FLAGS)
@@ -51,6 +46,34 @@ def check_run_flags(cmd, argv: list[str]) -> None:
                 f"{flags} would change the run and are refused. Drop them, or start a new run "
                 "(another --run-dir, or --overwrite)."
             )
+
+
+def trackers_of(cmd, run_dir=None) -> list:
+    """The trackers the flags ask for (`purejaxppo.tracking`), each usable (its package
+    present), else one line naming the flag. ``--resume`` without ``--wandb`` continues the
+    W&B runs the run was started with (their settings are kept in ``tracking.json``)."""
+    from ..tracking import TensorBoard, WandB
+    from ..tracking._recorder import read_state
+
+    out = []
+    if cmd.tensorboard:
+        out.append(TensorBoard())
+    wandb_flags = (cmd.wandb_entity, cmd.wandb_group, cmd.wandb_mode, cmd.wandb_tags)
+    kept = read_state(run_dir).get(WandB.name, {}).get("options") if run_dir else None
+    if cmd.wandb is not None or any(wandb_flags):
+        out.append(
+            WandB(project=cmd.wandb, entity=cmd.wandb_entity, group=cmd.wandb_group,
+                  mode=cmd.wandb_mode, tags=tuple(cmd.wandb_tags))
+        )  # fmt: skip
+    elif kept:
+        out.append(WandB(**{**kept, "tags": tuple(kept.get("tags", ()))}))
+    for t in out:
+        try:
+            t.check()
+        except ImportError as e:
+            flag = "--tensorboard" if isinstance(t, TensorBoard) else "--wandb"
+            raise ValueError(f"{flag}: {e}") from None
+    return out
 
 
 def compile_cache(cmd) -> None:

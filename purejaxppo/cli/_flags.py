@@ -104,6 +104,21 @@ class RunDirFlags:
     same config skips the compile (results are bit-identical)."""
     compile_cache_dir: str | None = None
     """The cache's directory (default: $PUREJAXPPO_CACHE_DIR, else ~/.cache/purejaxppo/xla)."""
+    tensorboard: bool = False
+    """Log every agent to TensorBoard in RUN_DIR/tb as it trains, one TensorBoard run per
+    agent (needs tensorboardX: pip install 'purejaxppo[tb]')."""
+    wandb: str | None = None
+    """Log every agent to Weights & Biases in this project, one W&B run per agent, grouped
+    (needs pip install 'purejaxppo[wandb]'). --resume continues the same W&B runs."""
+    wandb_entity: str | None = None
+    """The W&B team or user (default: yours)."""
+    wandb_group: str | None = None
+    """The W&B group of this run's agents (default: the run directory's name)."""
+    wandb_mode: Literal["online", "offline", "disabled"] | None = None
+    """online, offline (files under RUN_DIR/wandb; `wandb sync` uploads them later) or
+    disabled (default: W&B's own, $WANDB_MODE)."""
+    wandb_tags: tuple[str, ...] = ()
+    """Tags of every W&B run."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,8 +138,6 @@ class RunFlags(RunDirFlags):
     """Fresh greedy episodes per agent for the success rate in summary.md (0: skip)."""
     gif: bool = True
     """Write agent.gif of the best agent."""
-    tensorboard: bool = False
-    """Also write TensorBoard logs to RUN_DIR/tb (needs tensorboardX: pip install .[tb])."""
     distributed: bool = False
     """Call jax.distributed.initialize() first (multi-host; every host runs the same command)."""
     coordinator_address: str | None = None

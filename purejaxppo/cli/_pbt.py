@@ -7,7 +7,8 @@ import dataclasses
 import time
 from pathlib import Path
 
-from ._checks import check_run_flags, compile_cache, mesh_of
+from ..tracking._runs import finish_held, hold_finish
+from ._checks import check_run_flags, compile_cache, mesh_of, trackers_of
 from ._files import config_of
 from ._flags import PBTCmd
 from ._progress import ProgressBar, compiling, env_name, say
@@ -44,7 +45,8 @@ def train_pbt(cmd: PBTCmd, argv: list[str]) -> int:
     main_process = jax.process_index() == 0
     mode = "resume" if cmd.resume else "overwrite" if cmd.overwrite else "new"
     owner = claim(run_dir, mode) if main_process else contextlib.nullcontext()
-    with owner, StopOnSignal(run_dir if chunked else None, "pbt") as stop:
+    trackers = trackers_of(cmd, run_dir if cmd.resume else None)
+    with owner, StopOnSignal(run_dir if chunked else None, "pbt") as stop, hold_finish() as held:
         bar = ProgressBar(cfg, population) if cmd.progress and main_process else None
         say(
             f"purejaxppo pbt: {env_name(cfg)} | population {population} × "
@@ -53,7 +55,7 @@ def train_pbt(cmd: PBTCmd, argv: list[str]) -> int:
             main_process,
         )
         say(compiling(cmd.progress), main_process)
-        options = dict(mesh=mesh, progress=bar, progress_every=cmd.progress_every)
+        options = dict(mesh=mesh, progress=bar, progress_every=cmd.progress_every, tracker=trackers)
         if chunked:  # the results, with the whole sitting's timings, are written below
             options.update(should_stop=stop, write_results=False)
         if cmd.stop_at is not None:
@@ -79,5 +81,6 @@ def train_pbt(cmd: PBTCmd, argv: list[str]) -> int:
 
             timings = {**res.timings, "total_s": time.perf_counter() - t0}
             print(write_pbt_run(run_dir, res, timings))
+            finish_held(held, run_dir)  # the trackers' lineage, figures and summary
             print(f"run directory: {run_dir}")
     return 0

@@ -8,7 +8,8 @@ import dataclasses
 import time
 from pathlib import Path
 
-from ._checks import check_run_flags, compile_cache, mesh_of
+from ..tracking._runs import finish_held, hold_finish, summary_row
+from ._checks import check_run_flags, compile_cache, mesh_of, trackers_of
 from ._files import config_of
 from ._flags import SweepCmd
 from ._progress import ProgressBar, compiling, env_name, log, say
@@ -52,8 +53,11 @@ def train(cmd, argv: list[str]) -> int:
     mode = "resume" if cmd.resume else "overwrite" if cmd.overwrite else "new"
     owner = claim(run_dir, mode) if main_process else contextlib.nullcontext()
     chunked = cmd.checkpoint_every != 0 or bool(cmd.resume)
-    with owner, StopOnSignal(run_dir if chunked else None, name) as stop:
-        return _train_in(cmd, cfg, axes, run_dir, num_agents, mesh, main_process, stop, name)
+    trackers = trackers_of(cmd, run_dir if cmd.resume else None)
+    with owner, StopOnSignal(run_dir if chunked else None, name) as stop, hold_finish() as held:
+        return _train_in(
+            cmd, cfg, axes, run_dir, num_agents, mesh, main_process, stop, name, trackers, held
+        )
 
 
 def resumable(run_dir: str, command: str):
@@ -78,7 +82,9 @@ def resumable(run_dir: str, command: str):
     return info
 
 
-def _train_in(cmd, cfg, axes, run_dir, num_agents, mesh, main_process, stop, name) -> int:
+def _train_in(
+    cmd, cfg, axes, run_dir, num_agents, mesh, main_process, stop, name, trackers, held
+) -> int:
     """The run itself, with ``run_dir`` owned and signals watched."""
     import jax
 
@@ -94,7 +100,7 @@ def _train_in(cmd, cfg, axes, run_dir, num_agents, mesh, main_process, stop, nam
     )
     say(compiling(cmd.progress), main_process)
     chunked = stop.run_dir is not None
-    options = dict(mesh=mesh, progress=bar, progress_every=cmd.progress_every)
+    options = dict(mesh=mesh, progress=bar, progress_every=cmd.progress_every, tracker=trackers)
     if chunked:  # the results, with evaluation and the GIF, are written below
         options.update(should_stop=stop, write_results=False)
     if cmd.stop_at is not None:
@@ -120,17 +126,18 @@ def _train_in(cmd, cfg, axes, run_dir, num_agents, mesh, main_process, stop, nam
         return stop.stopped(cmd.stop_at, main_process, "a chunk boundary")
     timings = {**result.timings, "total_s": total}
     if main_process:
-        from ..rundir import write_run, write_tensorboard
+        from ..rundir import write_run
 
         try:
             rows = write_run(
                 run_dir, result, timings=timings, eval_episodes=cmd.eval_episodes,
                 gif=cmd.gif, overwrite=True, log=log,  # the claim above made the checks
             )  # fmt: skip
-            if cmd.tensorboard:
-                write_tensorboard(run_dir / "tb", result)
         except OSError as e:
             raise ValueError(_write_failure(e, run_dir, name, chunked)) from e
+        if held:  # the trackers' summary: the table with its success rates, figures, GIF
+            log("tracking: writing the summary and figures ...")
+            finish_held(held, run_dir, [summary_row(r) for r in rows])
         _print_summary(cfg, result, rows, timings, run_dir)
     return 0
 

@@ -1,0 +1,205 @@
+"""The one path from the compiled program to every tracker: `Recorder`.
+
+The engine's progress callback (`Progress.agents`: every agent's values, once per update)
+reaches `RELAY`, which hands it to the recorders attached for the run. A `Recorder` turns
+the values into host arrays and queues them; one background thread opens the trackers'
+sessions (while the program compiles), writes every queued update and finishes the
+sessions. So the callback, which the program waits on, only copies a few floats per agent.
+
+A tracker that raises is warned about once and dropped; the run goes on (and its results
+are the same: nothing here feeds back into the program).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import queue
+import threading
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ._base import Finished, Session, TrackedRun, Tracker, TrackingWarning
+
+#: In the run directory: each tracker's session state (W&B run ids), so a resumed run
+#: continues the same tracked runs.
+STATE_FILE = "tracking.json"
+
+#: The longest `Recorder.finish` waits for the writer (a tracker stuck on its network).
+FINISH_TIMEOUT_S = 600.0
+
+
+class _Relay:
+    """The engine's progress function for tracked runs: one object for every run, so tracked
+    runs of one static config share their compiled programs; it forwards each `Progress` to
+    the callbacks attached now."""
+
+    def __init__(self):
+        self.targets: list[Callable] = []
+
+    def __call__(self, progress) -> None:
+        for target in list(self.targets):
+            target(progress)
+
+    @contextlib.contextmanager
+    def attached(self, target: Callable):
+        self.targets.append(target)
+        try:
+            yield target
+        finally:
+            self.targets.remove(target)
+
+
+RELAY = _Relay()
+
+
+def as_trackers(tracker: Any, who: str) -> tuple[Tracker, ...]:
+    """``tracker`` (None, one tracker or a sequence) as a tuple, each checked (its package
+    present) before anything compiles; anything else is one line naming ``who``."""
+    if tracker is None:
+        return ()
+    trackers = tuple(tracker) if isinstance(tracker, (list, tuple)) else (tracker,)
+    for t in trackers:
+        if not isinstance(t, Tracker):
+            raise TypeError(
+                f"{who}(tracker={t!r}): give purejaxppo.tracking.WandB(...), TensorBoard(...) "
+                "or an object with name, check() and open(run, stored) (tracking.Tracker)."
+            )
+        t.check()
+    return trackers
+
+
+class Recorder:
+    """The trackers of one run: the progress callback's receiver and the writer thread.
+
+    `start` starts the writer, which opens every session (while the program compiles); call
+    it with each `Progress` (through `RELAY`), `program` before each program of a sweep over
+    static fields (its agents' offset), and `finish` at the end.
+    Only process 0 of a multi-process run should make one (the others' `RELAY` has no target).
+    """
+
+    def __init__(self, trackers: Sequence[Tracker], run: TrackedRun):
+        self.run = run
+        self.trackers = list(trackers)
+        self.sessions: dict[int, Session] = {}
+        self.offset = 0
+        self._queue: queue.Queue = queue.Queue()
+        self._warned: set[int] = set()
+        self._clock: dict[int, tuple[float, int]] = {}  # offset -> first callback's (t, update)
+        self._thread = threading.Thread(target=self._write, name="purejaxppo-tracking", daemon=True)
+        self._queue.put(self._open)
+        self._started = False
+
+    def start(self) -> None:
+        """Start the writer (it opens the sessions): once the run directory is the run's own
+        (claimed), since trackers write into it."""
+        if not self._started:
+            self._started = True
+            self._thread.start()
+
+    # -------------------------------------------------------------- callback thread ---
+    def __call__(self, progress) -> None:
+        if progress.agents is None:
+            return
+        values = {k: np.asarray(v) for k, v in progress.agents.items()}
+        self._queue.put((self.offset, int(progress.update), values, time.perf_counter()))
+
+    def program(self, offset: int) -> None:
+        """The agents of the next program start at flat index ``offset``."""
+        self.offset = offset
+
+    # ------------------------------------------------------------------ main thread ---
+    def finish(self, finished: Finished | None) -> None:
+        """Write what is queued, then finish every session (``None``: stopped early)."""
+        if not self._started:  # nothing was opened
+            return
+        self._queue.put(lambda: self._each(lambda s: s.finish(finished)))
+        self._queue.put(None)
+        self._thread.join(FINISH_TIMEOUT_S)
+        if self._thread.is_alive():
+            warnings.warn(
+                f"tracking: the trackers did not finish within {FINISH_TIMEOUT_S:.0f} s; "
+                "the run's own files are complete.",
+                TrackingWarning,
+                stacklevel=2,
+            )
+
+    # --------------------------------------------------------------- writer thread ---
+    def _write(self) -> None:
+        while (item := self._queue.get()) is not None:
+            if callable(item):
+                item()
+            else:
+                self._log(*item)
+
+    def _open(self) -> None:
+        stored = read_state(self.run.run_dir) if self.run.resumed else {}
+        for i, t in enumerate(self.trackers):
+            try:
+                self.sessions[i] = t.open(self.run, stored.get(t.name))
+            except Exception as e:  # noqa: BLE001 - a tracker never stops training
+                self._fail(i, "could not start", e)
+        if self.run.run_dir is not None:
+            states = {}
+            for i, s in self.sessions.items():
+                with contextlib.suppress(Exception):
+                    states[self.trackers[i].name] = s.state()
+            if states:
+                try:
+                    write_state(self.run.run_dir, {**stored, **states})
+                except OSError as e:
+                    self._fail(-1, f"could not write {STATE_FILE}", e)
+
+    def _log(self, offset: int, update: int, values: dict, t: float) -> None:
+        t0, u0 = self._clock.setdefault(offset, (t, update))
+        n = len(next(iter(values.values())))
+        rows = []
+        for j in range(n):
+            agent = self.run.agents[offset + j]
+            row = {k: float(v[j]) for k, v in values.items() if np.isfinite(v[j])}
+            row["update"] = update
+            row["env_steps"] = update * agent.steps_per_update
+            if update > u0:
+                row["steps_per_s"] = (update - u0) * agent.steps_per_update / (t - t0)
+            rows.append((agent, row))
+        self._each(lambda s: s.log(update, rows))
+
+    def _each(self, call: Callable[[Session], Any]) -> None:
+        for i, s in list(self.sessions.items()):
+            try:
+                call(s)
+            except Exception as e:  # noqa: BLE001 - a tracker never stops training
+                self._fail(i, "failed", e)
+                self.sessions.pop(i, None)
+
+    def _fail(self, i: int, what: str, e: Exception) -> None:
+        if i in self._warned:
+            return
+        self._warned.add(i)
+        name = self.trackers[i].name if i >= 0 else "tracking"
+        warnings.warn(
+            f"{name} {what} ({type(e).__name__}: {e}); training goes on without it.",
+            TrackingWarning,
+            stacklevel=2,
+        )
+
+
+def read_state(run_dir: Path | None) -> dict:
+    """The trackers' kept state in ``run_dir`` (``{}`` if none, or unreadable)."""
+    if run_dir is None:
+        return {}
+    try:
+        return json.loads((Path(run_dir) / STATE_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def write_state(run_dir: Path, state: dict) -> None:
+    from ..rundir._format import atomic_write
+
+    atomic_write(Path(run_dir) / STATE_FILE, json.dumps(state, indent=1).encode())

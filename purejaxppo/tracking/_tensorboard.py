@@ -1,0 +1,99 @@
+"""TensorBoard: one event directory per agent (TensorBoard's "runs"), through the same path
+as W&B; the finished run adds the aggregates over agents, the summary table and figures."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+
+from ._base import Finished, TrackedAgent, TrackedRun
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorBoard:
+    """Write every agent's metrics as TensorBoard scalars (needs ``pip install
+    'purejaxppo[tb]'``): ``log_dir/<agent name>/`` per agent (x axis: the agent's env steps),
+    and when the run finishes ``log_dir/all agents/`` (mean, min and max over healthy agents,
+    per setting), the summary table as text and the figures as images. None: the run
+    directory's ``tb/``."""
+
+    log_dir: str | None = None
+
+    name: ClassVar[str] = "TensorBoard"
+
+    def check(self) -> None:
+        try:
+            import tensorboardX  # noqa: F401
+        except ImportError:
+            raise ImportError(
+                "TensorBoard logging needs tensorboardX: pip install 'purejaxppo[tb]'."
+            ) from None
+
+    def open(self, run: TrackedRun, stored: dict | None) -> _Session:
+        if self.log_dir is None and run.run_dir is None:
+            raise ValueError("TensorBoard(log_dir=None) needs a run directory; give log_dir.")
+        return _Session(Path(self.log_dir or Path(run.run_dir) / "tb"), run)
+
+
+class _Session:
+    def __init__(self, log_dir: Path, run: TrackedRun):
+        from tensorboardX import SummaryWriter
+
+        self.log_dir = log_dir
+        self.run = run
+        self.writers = {a.index: SummaryWriter(str(log_dir / run_name(a.name))) for a in run.agents}
+
+    def state(self) -> dict:
+        return {"log_dir": str(self.log_dir)}
+
+    def log(self, update: int, rows: Sequence[tuple[TrackedAgent, dict[str, float]]]) -> None:
+        for agent, row in rows:
+            writer, step = self.writers[agent.index], int(row["env_steps"])
+            for k, v in row.items():
+                if k in ("update", "env_steps") or (k.startswith("hp/") and self.run.kind != "pbt"):
+                    continue
+                writer.add_scalar(k, v, step)
+
+    def finish(self, finished: Finished | None) -> None:
+        for w in self.writers.values():
+            w.close()
+        if finished is None:
+            return
+        from tensorboardX import SummaryWriter
+
+        from .._results import SweepResult
+
+        if isinstance(finished.result, SweepResult):
+            from ..rundir import write_tensorboard
+
+            write_tensorboard(self.log_dir / "all agents", finished.result)
+        writer = SummaryWriter(str(self.log_dir / "summary"))
+        try:
+            writer.add_text("summary", _markdown(finished.table))
+            if finished.lineage:
+                writer.add_text("lineage", _markdown(finished.lineage))
+            for name, path in finished.files.items():
+                if path.suffix == ".png":
+                    from PIL import Image
+
+                    image = np.asarray(Image.open(path).convert("RGB"))
+                    writer.add_image(name, image, dataformats="HWC")
+        finally:
+            writer.close()
+
+
+def run_name(name: str) -> str:
+    """An agent's name as a directory name (TensorBoard's run name)."""
+    return re.sub(r"[^A-Za-z0-9_.=,+-]+", "_", name).strip("_") or "agent"
+
+
+def _markdown(rows: list[dict]) -> str:
+    columns = list(dict.fromkeys(k for row in rows for k in row))
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(str(r.get(k, "")) for k in columns) + " |" for r in rows]
+    return "\n".join(lines)

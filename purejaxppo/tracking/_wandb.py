@@ -1,0 +1,149 @@
+"""Weights & Biases: one W&B run per agent, in one group per training run.
+
+Why one run per agent: W&B's UI is built around runs. Each agent as a run, with its full
+config, lets the runs table filter and sort agents, "Group by" any swept field (a line per
+setting with its band over seeds) and the parallel-coordinates and parameter-importance
+panels read the sweep directly. One run with per-agent series would put 64 × 20 series
+into one run's panels, with no config per agent to group by.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+from typing import ClassVar, Literal
+
+from ._base import Finished, TrackedAgent, TrackedRun
+
+MODES = ("online", "offline", "disabled")
+
+
+@dataclasses.dataclass(frozen=True)
+class WandB:
+    """Log every agent to Weights & Biases (needs ``pip install 'purejaxppo[wandb]'``).
+
+    Args:
+        project: the W&B project (None: W&B's default, ``WANDB_PROJECT``).
+        entity: the team or user (None: yours).
+        group: the group of this run's agent runs (None: the run directory's name, else a
+            time stamp).
+        mode: ``"online"``, ``"offline"`` (written under ``dir``; ``wandb sync`` uploads it
+            later) or ``"disabled"``; None: W&B's default (``WANDB_MODE``).
+        tags: tags of every run.
+        dir: where W&B writes its files (None: the run directory, else W&B's default).
+    """
+
+    project: str | None = None
+    entity: str | None = None
+    group: str | None = None
+    mode: Literal["online", "offline", "disabled"] | None = None
+    tags: tuple[str, ...] = ()
+    dir: str | None = None
+
+    name: ClassVar[str] = "W&B"
+
+    def __post_init__(self):
+        if self.mode is not None and self.mode not in MODES:
+            raise ValueError(f"WandB(mode={self.mode!r}): give one of {', '.join(MODES)}.")
+        if isinstance(self.tags, str) or not all(isinstance(t, str) for t in self.tags):
+            raise ValueError(f"WandB(tags={self.tags!r}): give a tuple of strings.")
+
+    def check(self) -> None:
+        try:
+            import wandb  # noqa: F401
+        except ImportError:
+            raise ImportError("W&B logging needs wandb: pip install 'purejaxppo[wandb]'.") from None
+
+    def open(self, run: TrackedRun, stored: dict | None) -> _Session:
+        return _Session(self, run, stored or {})
+
+
+class _Session:
+    def __init__(self, options: WandB, run: TrackedRun, stored: dict):
+        import wandb
+
+        self.wandb = wandb
+        self.options = options
+        self.run = run
+        self.group = stored.get("group") or options.group or run.name
+        ids = stored.get("ids", {})
+        directory = options.dir or (str(run.run_dir) if run.run_dir is not None else None)
+        if directory is not None:
+            Path(directory).mkdir(parents=True, exist_ok=True)
+        self.common = dict(
+            project=options.project, entity=options.entity, group=self.group,
+            tags=list(options.tags), mode=options.mode, dir=directory, reinit="create_new",
+            settings=wandb.Settings(
+                console="off", silent=True, x_disable_stats=True, x_disable_meta=True,
+                x_disable_machine_info=True, disable_git=True, save_code=False,
+            ),
+        )  # fmt: skip
+        self.runs = {}
+        for agent in run.agents:
+            stored_id = ids.get(str(agent.index))
+            r = wandb.init(
+                name=agent.name, job_type=run.kind, config=_config(run, agent),
+                id=stored_id, resume="allow" if stored_id else None, **self.common,
+            )  # fmt: skip
+            r.define_metric("env_steps")
+            r.define_metric("*", step_metric="env_steps")
+            self.runs[agent.index] = r
+
+    def state(self) -> dict:
+        ids = {str(i): r.id for i, r in self.runs.items()}
+        options = {**dataclasses.asdict(self.options), "tags": list(self.options.tags)}
+        return {"options": options, "group": self.group, "ids": ids}
+
+    def log(self, update: int, rows: Sequence[tuple[TrackedAgent, dict[str, float]]]) -> None:
+        for agent, row in rows:
+            if self.run.kind != "pbt":  # a sweep's hyperparameters are constant: its config
+                row = {k: v for k, v in row.items() if not k.startswith("hp/")}
+            self.runs[agent.index].log(row)
+
+    def finish(self, finished: Finished | None) -> None:
+        if finished is not None:
+            for agent, score in zip(self.run.agents, finished.scores, strict=True):
+                if score is not None:
+                    self.runs[agent.index].summary["final_return"] = score
+        for r in self.runs.values():
+            r.finish()
+        if finished is not None:
+            self._summary_run(finished)
+
+    def _summary_run(self, finished: Finished) -> None:
+        """One more run in the group, ``<group>/summary``: the summary table, the figures,
+        the GIF and (PBT) the lineage table."""
+        wandb = self.wandb
+        r = wandb.init(
+            name=f"{self.group}/summary", job_type="summary",
+            config={"kind": self.run.kind, "agents": len(self.run.agents)}, **self.common,
+        )  # fmt: skip
+        data = {"summary": _table(wandb, finished.table)}
+        if finished.lineage:
+            data["lineage"] = _table(wandb, finished.lineage)
+        for path in finished.files.values():
+            if path.suffix == ".gif":
+                data[path.stem] = wandb.Video(str(path), format="gif")
+            else:
+                data[path.stem] = wandb.Image(str(path))
+        r.log(data)
+        r.finish()
+
+
+def _config(run: TrackedRun, agent: TrackedAgent) -> dict:
+    """The agent's full config, its sweep coordinates and seed, and the run's kind."""
+    return {**agent.config, "coords": agent.coords, "kind": run.kind, "agent": agent.index,
+            **({"seed": agent.coords["seed"]} if "seed" in agent.coords else {})}  # fmt: skip
+
+
+def _table(wandb, rows: list[dict]):
+    columns = list(dict.fromkeys(k for row in rows for k in row))
+    data = [[_cell(row.get(k)) for k in columns] for row in rows]
+    return wandb.Table(columns=columns, data=data)
+
+
+def _cell(v):
+    if isinstance(v, (list, tuple, dict)):
+        return str(v)
+    return v
