@@ -115,6 +115,18 @@ def test_pbt_exploits_across_processes_as_on_one(tmp_path):
         assert metrics_close(r, single.metrics)
 
 
+def test_a_tracked_sweep_logs_every_agent_from_process_0_only(tmp_path):
+    results, _ = run_task("tracked", tmp_path)
+    assert bool(results[0]["opened"]) and not bool(results[1]["opened"])
+    rows = results[0]["rows"]  # (agent, update, entropy) of all 6 agents on 4 devices
+    assert len(rows) == 6 * SMALL.num_updates and len(results[1]["rows"]) == 0
+    entropy = results[0]["metrics_entropy"].reshape(6, -1)
+    for agent, update, value in rows:
+        assert np.float32(value) == entropy[int(agent), int(update) - 1]
+    single = sweep(SMALL, seeds=2, lr=[1e-4, 3e-4, 1e-3], mesh=False)
+    assert metrics_close(results[0], single.metrics)  # tracked: the same training
+
+
 def test_the_documented_distributed_cli_trains_one_run_directory(tmp_path):
     run_dir = tmp_path / "runs" / "cli"
     flags = ["--maze", "medium", "--num-envs", "4", "--num-steps", "32", "--minibatch-size",

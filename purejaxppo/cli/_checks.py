@@ -50,23 +50,25 @@ def check_run_flags(cmd, argv: list[str]) -> None:
 
 def trackers_of(cmd, run_dir=None) -> list:
     """The trackers the flags ask for (`purejaxppo.tracking`), each usable (its package
-    present), else one line naming the flag. ``--resume`` without ``--wandb`` continues the
-    W&B runs the run was started with (their settings are kept in ``tracking.json``)."""
+    present), else one line naming the flag. With ``run_dir`` (``--resume``), the trackers
+    the run was started with continue too (their options are kept in ``tracking.json``)."""
     from ..tracking import TensorBoard, WandB
     from ..tracking._recorder import read_state
 
+    kept = read_state(run_dir) if run_dir is not None else {}
     out = []
-    if cmd.tensorboard:
-        out.append(TensorBoard())
+    tb = kept.get(TensorBoard.name, {}).get("options")
+    if cmd.tensorboard or tb:
+        out.append(TensorBoard(**tb) if tb and not cmd.tensorboard else TensorBoard())
     wandb_flags = (cmd.wandb_entity, cmd.wandb_group, cmd.wandb_mode, cmd.wandb_tags)
-    kept = read_state(run_dir).get(WandB.name, {}).get("options") if run_dir else None
+    kept_wandb = kept.get(WandB.name, {}).get("options")
     if cmd.wandb is not None or any(wandb_flags):
         out.append(
             WandB(project=cmd.wandb, entity=cmd.wandb_entity, group=cmd.wandb_group,
                   mode=cmd.wandb_mode, tags=tuple(cmd.wandb_tags))
         )  # fmt: skip
-    elif kept:
-        out.append(WandB(**{**kept, "tags": tuple(kept.get("tags", ()))}))
+    elif kept_wandb:
+        out.append(WandB(**{**kept_wandb, "tags": tuple(kept_wandb.get("tags", ()))}))
     for t in out:
         try:
             t.check()

@@ -8,6 +8,13 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 
+def check_every(who: str, every) -> None:
+    """``every``: a positive int or ``"auto"``, else one line."""
+    if every == "auto" or (isinstance(every, int) and not isinstance(every, bool) and every >= 1):
+        return
+    raise ValueError(f"{who}(every={every!r}): give a positive int (updates) or 'auto'.")
+
+
 class TrackingWarning(UserWarning):
     """A tracker failed; training goes on without it (said once per tracker)."""
 
@@ -80,12 +87,16 @@ class Session(Protocol):
 class Tracker(Protocol):
     """A logging backend's options (hashable, frozen): `WandB`, `TensorBoard`, or your own.
 
-    ``check()`` runs before anything compiles and raises one clear line if the backend
-    cannot be used (its package missing); ``open(run, stored)`` starts a `Session`
-    (``stored``: what its session's ``state()`` kept in the run directory, on resume).
+    ``every``: write every this many updates, or ``"auto"`` (every update while writing
+    costs the tracker's thread under 1 % of the run's wall time, else every k-th; the run's
+    last update is always written). ``check()`` runs before anything compiles and raises
+    one clear line if the backend cannot be used (its package missing); ``open(run,
+    stored)`` starts a `Session` (``stored``: what its session's ``state()`` kept in the
+    run directory, on resume).
     """
 
     name: str
+    every: int | str
 
     def check(self) -> None: ...
 

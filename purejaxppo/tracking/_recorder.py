@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import queue
 import threading
 import time
@@ -29,6 +30,10 @@ from ._base import Finished, Session, TrackedRun, Tracker, TrackingWarning
 #: In the run directory: each tracker's session state (W&B run ids), so a resumed run
 #: continues the same tracked runs.
 STATE_FILE = "tracking.json"
+
+#: ``every="auto"``: each tracker's share of the run's wall time it may spend writing (its
+#: thread's CPU time): past it, it writes every k-th update (the run directory keeps all).
+AUTO_BUDGET = 0.01
 
 #: The longest `Recorder.finish` waits for the writer (a tracker stuck on its network).
 FINISH_TIMEOUT_S = 600.0
@@ -91,6 +96,10 @@ class Recorder:
         self._queue: queue.Queue = queue.Queue()
         self._warned: set[int] = set()
         self._clock: dict[int, tuple[float, int]] = {}  # offset -> first callback's (t, update)
+        self._period: float | None = None  # wall seconds per update
+        self._cost: dict[int, float] = {}  # tracker -> CPU seconds per write (moving mean)
+        self._written: dict[int, tuple[int, int]] = {}  # tracker -> (offset, update) last written
+        self._last: tuple | None = None  # the newest update's values
         self._thread = threading.Thread(target=self._write, name="purejaxppo-tracking", daemon=True)
         self._queue.put(self._open)
         self._started = False
@@ -118,6 +127,7 @@ class Recorder:
         """Write what is queued, then finish every session (``None``: stopped early)."""
         if not self._started:  # nothing was opened
             return
+        self._queue.put(self._flush_last)
         self._queue.put(lambda: self._each(lambda s: s.finish(finished)))
         self._queue.put(None)
         self._thread.join(FINISH_TIMEOUT_S)
@@ -156,7 +166,19 @@ class Recorder:
                     self._fail(-1, f"could not write {STATE_FILE}", e)
 
     def _log(self, offset: int, update: int, values: dict, t: float) -> None:
+        if self._last is not None and self._last[0] != offset:  # a new program: end the last
+            self._flush_last()
         t0, u0 = self._clock.setdefault(offset, (t, update))
+        if update > u0:  # wall seconds per update, for the auto strides
+            self._period = (t - t0) / (update - u0)
+        self._last = (offset, update, values, t)
+        due = [i for i in self.sessions if update % self._stride(i) == 0]
+        if due:
+            self._write_rows(offset, update, values, t, due)
+
+    def _write_rows(self, offset: int, update: int, values: dict, t: float, due) -> None:
+        start = time.thread_time()
+        t0, u0 = self._clock[offset]
         n = len(next(iter(values.values())))
         rows = []
         for j in range(n):
@@ -167,10 +189,38 @@ class Recorder:
             if update > u0:
                 row["steps_per_s"] = (update - u0) * agent.steps_per_update / (t - t0)
             rows.append((agent, row))
-        self._each(lambda s: s.log(update, rows))
+        shared = (time.thread_time() - start) / len(due)  # building the rows, split
+        for i in due:
+            start = time.thread_time()
+            self._each(lambda s: s.log(update, rows), only=i)
+            self._written[i] = (offset, update)
+            cost = shared + time.thread_time() - start
+            self._cost[i] = cost if i not in self._cost else 0.8 * self._cost[i] + 0.2 * cost
 
-    def _each(self, call: Callable[[Session], Any]) -> None:
+    def _stride(self, i: int) -> int:
+        """Updates between the writes of tracker ``i``: its ``every``, or with ``"auto"``
+        the fewest that keep its CPU time within `AUTO_BUDGET` of the run's."""
+        every = getattr(self.trackers[i], "every", 1)
+        if every != "auto":
+            return every
+        if i not in self._cost or self._period is None or self._period <= 0:
+            return 1
+        return max(1, math.ceil(self._cost[i] / (AUTO_BUDGET * self._period)))
+
+    def _flush_last(self) -> None:
+        """Write the newest update to every tracker that skipped it (its curves end where
+        the run does)."""
+        if self._last is None:
+            return
+        offset, update, values, t = self._last
+        due = [i for i in self.sessions if self._written.get(i) != (offset, update)]
+        if due:
+            self._write_rows(offset, update, values, t, due)
+
+    def _each(self, call: Callable[[Session], Any], only: int | None = None) -> None:
         for i, s in list(self.sessions.items()):
+            if only is not None and i != only:
+                continue
             try:
                 call(s)
             except Exception as e:  # noqa: BLE001 - a tracker never stops training

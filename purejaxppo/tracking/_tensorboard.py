@@ -7,11 +7,11 @@ import dataclasses
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 import numpy as np
 
-from ._base import Finished, TrackedAgent, TrackedRun
+from ._base import Finished, TrackedAgent, TrackedRun, check_every
 
 
 @dataclasses.dataclass(frozen=True)
@@ -20,11 +20,15 @@ class TensorBoard:
     'purejaxppo[tb]'``): ``log_dir/<agent name>/`` per agent (x axis: the agent's env steps),
     and when the run finishes ``log_dir/all agents/`` (mean, min and max over healthy agents,
     per setting), the summary table as text and the figures as images. None: the run
-    directory's ``tb/``."""
+    directory's ``tb/``. ``every``: as in `WandB`."""
 
     log_dir: str | None = None
+    every: int | Literal["auto"] = "auto"
 
     name: ClassVar[str] = "TensorBoard"
+
+    def __post_init__(self):
+        check_every("TensorBoard", self.every)
 
     def check(self) -> None:
         try:
@@ -37,27 +41,36 @@ class TensorBoard:
     def open(self, run: TrackedRun, stored: dict | None) -> _Session:
         if self.log_dir is None and run.run_dir is None:
             raise ValueError("TensorBoard(log_dir=None) needs a run directory; give log_dir.")
-        return _Session(Path(self.log_dir or Path(run.run_dir) / "tb"), run)
+        return _Session(self, Path(self.log_dir or Path(run.run_dir) / "tb"), run)
 
 
 class _Session:
-    def __init__(self, log_dir: Path, run: TrackedRun):
+    def __init__(self, options: TensorBoard, log_dir: Path, run: TrackedRun):
         from tensorboardX import SummaryWriter
 
+        self.options = options
         self.log_dir = log_dir
         self.run = run
         self.writers = {a.index: SummaryWriter(str(log_dir / run_name(a.name))) for a in run.agents}
 
     def state(self) -> dict:
-        return {"log_dir": str(self.log_dir)}
+        return {"options": dataclasses.asdict(self.options)}
 
     def log(self, update: int, rows: Sequence[tuple[TrackedAgent, dict[str, float]]]) -> None:
+        from tensorboardX.proto.summary_pb2 import Summary
+
         for agent, row in rows:
-            writer, step = self.writers[agent.index], int(row["env_steps"])
-            for k, v in row.items():
-                if k in ("update", "env_steps") or (k.startswith("hp/") and self.run.kind != "pbt"):
-                    continue
-                writer.add_scalar(k, v, step)
+            skip = ("update", "env_steps")
+            values = [
+                Summary.Value(tag=k, simple_value=v)
+                for k, v in row.items()
+                if k not in skip and (self.run.kind == "pbt" or not k.startswith("hp/"))
+            ]
+            # One event of every value per agent and update: tensorboardX's add_scalar
+            # makes one event per value, at ~60 µs each (77 ms an update for 64 agents).
+            self.writers[agent.index]._get_file_writer().add_summary(
+                Summary(value=values), int(row["env_steps"])
+            )
 
     def finish(self, finished: Finished | None) -> None:
         for w in self.writers.values():

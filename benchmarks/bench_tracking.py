@@ -1,0 +1,73 @@
+"""Overhead of experiment tracking (W&B offline, TensorBoard) at 1 and 64 agents.
+
+Run:  pytest benchmarks/bench_tracking.py -s   (W&B's rows need pip install '.[wandb]')
+
+Each round runs the same compiled sweep three times in one process, alternating: untracked,
+with ``WandB(mode="offline")`` and with ``TensorBoard()`` (both ``every="auto"``, the
+default). A tracked run's time is the whole `sweep` call: opening one W&B run per agent,
+every write, and finishing them (the summary run included), as a user waits for it. Both
+programs are compiled before the rounds, so compile time is not in any of them. Medians
+over the rounds; the overhead is tracked / untracked - 1. Target: ≤ 2 %.
+
+* ``test_overhead_medium_maze``: the seed's medium maze (8,192 env steps per update), the
+  case that matters in practice.
+* ``test_overhead_fast_env``: CartPole at PureJaxRL's config, where an update of 64 agents
+  takes ~20 ms: the worst case for a per-update logger on a 2-core CPU.
+"""
+
+import pytest
+from conftest import measure, report
+
+pytestmark = pytest.mark.timeout(3600)
+
+CODE = """
+import json, time, tempfile, statistics, importlib.util, warnings, jax
+from purejaxppo import PPOConfig, sweep
+from purejaxppo.tracking import TensorBoard, WandB
+cfg = PPOConfig(**{cfg})
+kinds = ["none", "tensorboard"] + (["wandb"] if importlib.util.find_spec("wandb") else [])
+def tracker(kind, d):
+    if kind == "wandb":
+        return WandB(project="bench", mode="offline", dir=d)
+    return TensorBoard(d) if kind == "tensorboard" else None
+def once(kind):
+    d = tempfile.mkdtemp()
+    t0 = time.perf_counter()
+    res = sweep(cfg, seeds={agents}, tracker=tracker(kind, d))
+    assert res.timings["compile_s"] < 1.0, res.timings  # compiled before the rounds
+    return time.perf_counter() - t0
+for kind in ("none", "tensorboard"):  # compile both programs (untracked, tracked) first
+    sweep(cfg, seeds={agents}, tracker=tracker(kind, tempfile.mkdtemp()))
+times = {{k: [] for k in kinds}}
+for _ in range({rounds}):
+    for k in kinds:
+        times[k].append(once(k))
+median = {{k: statistics.median(v) for k, v in times.items()}}
+print("RESULT " + json.dumps(dict(
+    agents={agents}, updates=cfg.num_updates, untracked_s=median["none"],
+    overhead={{k: median[k] / median["none"] - 1 for k in kinds if k != "none"}},
+    rounds=times)))
+"""
+
+
+def _run(benchmark, cfg: dict, agents: int, rounds: int) -> dict:
+    code = CODE.format(cfg=cfg, agents=agents, rounds=rounds)
+    return report(benchmark, benchmark.pedantic(measure, args=(code,), rounds=1, iterations=1))
+
+
+MAZE = {
+    1: dict(maze="medium", total_timesteps=8192 * 24),  # ~3.5 s
+    64: dict(maze="medium", total_timesteps=8192 * 6),
+}  # ~33 s; 5.5 s an update
+CARTPOLE = dict(env="CartPole-v1", num_envs=4, num_steps=128, minibatch_size=128,
+                total_timesteps=512 * 200)  # fmt: skip
+
+
+@pytest.mark.parametrize("agents", [1, 64])
+def test_overhead_medium_maze(benchmark, agents):
+    _run(benchmark, MAZE[agents], agents, rounds=3 if agents == 1 else 2)
+
+
+@pytest.mark.parametrize("agents", [1, 64])
+def test_overhead_fast_env(benchmark, agents):
+    _run(benchmark, CARTPOLE, agents, rounds=3)

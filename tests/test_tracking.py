@@ -1,0 +1,286 @@
+"""Experiment tracking: every agent's per-update values reach W&B and TensorBoard through the
+one progress callback, are read back from the files each backend wrote, and a failing
+tracker never stops or changes a run."""
+
+import importlib.util
+import struct
+import sys
+import time
+import warnings
+
+import jax
+import numpy as np
+import pytest
+from conftest import SMALL, cli, one_line, tree_equal
+
+from purejaxppo import make_train, pbt, resume_sweep, sweep
+from purejaxppo._engine import Engine, agent_inputs
+from purejaxppo.stats import final_scores
+from purejaxppo.tracking import TensorBoard, TrackingWarning, WandB
+
+pytestmark = pytest.mark.timeout(900)
+
+needs_wandb = pytest.mark.skipif(
+    importlib.util.find_spec("wandb") is None, reason="pip install '.[wandb]'"
+)
+
+SERIES = ("episode_return", "entropy", "value_loss", "approx_kl", "clip_frac", "grad_norm")
+
+
+def offline(tmp_path, **kw) -> WandB:
+    """Offline W&B into ``tmp_path/wb``, every update (tests read each one back)."""
+    return WandB(project="tests", mode="offline", dir=str(tmp_path / "wb"), every=1, **kw)
+
+
+def read_wandb(tmp_path) -> dict:
+    from wandb_reader import read_runs
+
+    return {r["name"]: r for r in read_runs(tmp_path / "wb")}
+
+
+def read_tensorboard(directory) -> dict:
+    """Scalars of every event file under ``directory``: tag -> [(step, value)]."""
+    from tensorboardX.proto import event_pb2
+
+    scalars = {}
+    for path in sorted(directory.glob("events.out.tfevents.*")):
+        data, at = path.read_bytes(), 0
+        while at < len(data):  # TFRecord framing: length, crc, payload, crc
+            (length,) = struct.unpack("<Q", data[at : at + 8])
+            event = event_pb2.Event.FromString(data[at + 12 : at + 12 + length])
+            at += 16 + length
+            for v in event.summary.value:
+                scalars.setdefault(v.tag, []).append((event.step, v.simple_value))
+    return scalars
+
+
+def test_the_progress_callback_carries_every_agents_values():
+    seen = []
+    cfg = SMALL
+    keys, hp, _ = agent_inputs(cfg, {"lr": np.array([1e-3, 3e-4, 1e-4])}, [0, 1])
+    engine = Engine(cfg, mesh=False, progress=seen.append, progress_agents=True)
+    _, metrics = engine(keys, hp)
+    jax.effects_barrier()
+    assert [int(p.update) for p in seen] == list(range(1, cfg.num_updates + 1))
+    for u, p in enumerate(seen):  # the values the program returned, from the same program
+        for name, series in metrics.columns().items():
+            np.testing.assert_array_equal(np.asarray(p.agents[name]), np.asarray(series)[:, u])
+        np.testing.assert_array_equal(np.asarray(p.agents["hp/lr"]), np.asarray(hp.lr))
+    plain = []
+    Engine(cfg, mesh=False, progress=plain.append)(keys, hp)
+    jax.effects_barrier()
+    assert plain[0].agents is None  # opt-in: the progress bar's callback stays small
+
+
+@needs_wandb
+def test_a_sweep_logs_one_wandb_run_per_agent_and_a_summary(tmp_path):
+    res = sweep(SMALL, seeds=2, lr=[1e-3, 3e-4], tracker=offline(tmp_path, tags=("t",)))
+    runs = read_wandb(tmp_path)
+    names = {f"lr={lr:.4g} seed={s}" for lr in (1e-3, 3e-4) for s in (0, 1)}
+    assert set(runs) == names | {next(n for n in runs if n.endswith("/summary"))}
+    for name in names:
+        r = runs[name]
+        lr, seed = float(name.split()[0][3:]), int(name[-1])
+        agent = res.agent(lr=lr, seed=seed)
+        assert r["job_type"] == "sweep" and r["tags"] == ["t"]
+        assert r["config"]["lr"] == pytest.approx(lr) and r["config"]["seed"] == seed
+        assert r["config"]["coords"] == {"lr": pytest.approx(lr), "seed": seed}
+        assert r["config"]["num_envs"] == SMALL.num_envs  # the agent's full config
+        history = [h for h in r["history"] if "update" in h]
+        assert [h["update"] for h in history] == list(range(1, SMALL.num_updates + 1))
+        assert [h["env_steps"] for h in history] == [
+            u * SMALL.batch_size for u in range(1, SMALL.num_updates + 1)
+        ]
+        for name_ in SERIES:  # float32 values, written as JSON floats: exactly them
+            want = np.asarray(getattr(agent.metrics, name_))
+            got = np.array([h.get(name_, np.nan) for h in history], np.float32)
+            np.testing.assert_array_equal(got, want)
+        assert "hp/lr" not in history[0]  # a sweep's hyperparameters are its config
+        assert all(h["steps_per_s"] > 0 for h in history[1:])
+    groups = {r["group"] for r in runs.values()}
+    assert len(groups) == 1  # one group: the sweep
+    (summary,) = [r for n, r in runs.items() if n.endswith("/summary")]
+    assert summary["job_type"] == "summary"
+    assert summary["summary"]["summary/nrows"] == 2  # the table: one row per setting
+
+
+@needs_wandb
+def test_a_resumed_sweep_continues_the_same_wandb_runs(tmp_path):
+    cfg = SMALL.replace(total_timesteps=SMALL.batch_size * 4)
+    tracker = offline(tmp_path)
+    run_dir = tmp_path / "run"
+    first = sweep(cfg, seeds=2, run_dir=run_dir, checkpoint_every=2, stop_at=cfg.batch_size * 2,
+                  tracker=tracker)  # fmt: skip
+    assert not first.finished
+    ids = {n: r["id"] for n, r in read_wandb(tmp_path).items()}
+    assert len(ids) == 2  # stopped early: no summary run yet
+    done = resume_sweep(run_dir, tracker=tracker)
+    whole = sweep(cfg, seeds=2)
+    assert tree_equal(done.metrics, whole.metrics)  # tracking changed nothing
+    from wandb_reader import read_runs
+
+    runs = read_runs(tmp_path / "wb")
+    by_id = {}
+    for r in runs:
+        by_id.setdefault(r["id"], []).extend(h["update"] for h in r["history"] if "update" in h)
+    for name, run_id in ids.items():  # the same W&B run, continued: updates 1..4 in all
+        assert sorted(by_id[run_id]) == [1, 2, 3, 4], name
+    assert any(r["name"].endswith("/summary") for r in runs)
+
+
+@needs_wandb
+def test_wandb_mode_from_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    make_train(SMALL, tracker=WandB(project="tests", dir=str(tmp_path / "wb"), every=1))(
+        jax.random.PRNGKey(0)
+    )
+    (run,) = [r for r in read_wandb(tmp_path).values() if r["job_type"] == "train"]
+    assert len([h for h in run["history"] if "update" in h]) == SMALL.num_updates
+
+
+def test_tensorboard_gets_every_agent_through_the_same_path(tmp_path):
+    res = sweep(SMALL, seeds=2, tracker=TensorBoard(str(tmp_path / "tb"), every=1))
+    for seed in (0, 1):
+        scalars = read_tensorboard(tmp_path / "tb" / f"seed={seed}")
+        steps = [s for s, _ in scalars["entropy"]]
+        assert steps == [u * SMALL.batch_size for u in range(1, SMALL.num_updates + 1)]
+        for name in SERIES:  # NaN (no episode ended) is not written
+            got = dict(scalars.get(name, []))
+            got = np.array([got.get(s, np.nan) for s in steps], np.float32)
+            np.testing.assert_array_equal(got, np.asarray(getattr(res.metrics, name))[seed])
+    aggregate = read_tensorboard(tmp_path / "tb" / "all agents")
+    assert len(aggregate["entropy/mean"]) == SMALL.num_updates
+    assert "summary" in {p.name for p in (tmp_path / "tb").iterdir()}
+
+
+@needs_wandb
+def test_pbt_logs_schedules_and_lineage(tmp_path):
+    cfg = SMALL.replace(total_timesteps=SMALL.batch_size * 4)
+    res = pbt(cfg, 4, interval=2, lr=(1e-4, 1e-2), tracker=offline(tmp_path))
+    runs = read_wandb(tmp_path)
+    for i in range(4):
+        history = [h for h in runs[f"agent={i}"]["history"] if "update" in h]
+        got = np.array([h["hp/lr"] for h in history], np.float32)
+        np.testing.assert_array_equal(got, res.hyperparameters["lr"][i])
+    (summary,) = [r for n, r in runs.items() if n.endswith("/summary")]
+    assert summary["summary"]["lineage/nrows"] == 4 * res.lineage.shape[1]
+
+
+class Slow:
+    """A tracker whose every write costs 20 ms of CPU, recording which updates it got."""
+
+    name, every = "slow", "auto"
+
+    def __init__(self):
+        self.updates = []
+
+    def check(self):
+        pass
+
+    def open(self, run, stored):
+        return self
+
+    def state(self):
+        return {}
+
+    def log(self, update, rows):
+        start = time.thread_time()
+        while time.thread_time() - start < 0.02:
+            pass
+        self.updates.append(update)
+
+    def finish(self, finished):
+        self.finished = finished
+
+
+def test_auto_writes_fewer_updates_when_writing_costs_more_than_its_share():
+    cfg = SMALL.replace(total_timesteps=SMALL.batch_size * 40)
+    slow = Slow()
+    res = sweep(cfg, seeds=2, tracker=slow)
+    assert slow.updates[0] == 1 and slow.updates[-1] == cfg.num_updates  # the last: always
+    assert len(slow.updates) < cfg.num_updates / 2  # 20 ms a write, ~ms an update: strided
+    assert slow.updates == sorted(set(slow.updates))
+    want = final_scores(np.asarray(res.metrics.episode_return)).reshape(-1)
+    np.testing.assert_array_equal(np.array(slow.finished.scores, float), want)
+
+
+class Broken:
+    """A tracker whose every write fails, as a full disk would make it."""
+
+    name, every = "broken", 1
+
+    def __init__(self, at: str):
+        self.at = at
+
+    def check(self):
+        pass
+
+    def open(self, run, stored):
+        if self.at == "open":
+            raise OSError(28, "No space left on device")
+        return self
+
+    def state(self):
+        return {}
+
+    def log(self, update, rows):
+        raise OSError(28, "No space left on device")
+
+    def finish(self, finished):
+        pass
+
+
+@pytest.mark.parametrize("at", ["open", "log"])
+def test_a_failing_tracker_warns_once_and_changes_nothing(at):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tracked = sweep(SMALL, seeds=2, tracker=Broken(at))
+    said = [w for w in caught if issubclass(w.category, TrackingWarning)]
+    assert len(said) == 1 and "No space left on device" in str(said[0].message)
+    assert "training goes on" in str(said[0].message)
+    assert tree_equal(tracked.metrics, sweep(SMALL, seeds=2).metrics)
+
+
+def test_a_missing_package_is_one_line_before_compiling(monkeypatch, capsys, tmp_path):
+    monkeypatch.setitem(sys.modules, "wandb", None)  # as if not installed
+    with pytest.raises(ImportError, match=r"pip install 'purejaxppo\[wandb\]'"):
+        sweep(SMALL, tracker=WandB(project="p"))
+    before = Engine.total_compile_seconds
+    code, _, err = cli(capsys, "train", "--maze", "medium", "--wandb", "p", "--run-dir",
+                       tmp_path / "r")  # fmt: skip
+    assert code == 2 and one_line(err) and "--wandb" in err and "purejaxppo[wandb]" in err
+    assert Engine.total_compile_seconds == before and not (tmp_path / "r").exists()
+
+
+def test_bad_tracker_arguments_are_one_line():
+    with pytest.raises(TypeError, match="tracker="):
+        sweep(SMALL, tracker="wandb")
+    with pytest.raises(ValueError, match="mode="):
+        WandB(mode="sometimes")
+    train = make_train(SMALL, tracker=TensorBoard("unused"))
+    with pytest.raises(ValueError, match="sweep"):
+        jax.vmap(train)(jax.random.split(jax.random.PRNGKey(0), 2))
+
+
+@needs_wandb
+def test_the_cli_logs_a_sweep_and_resume_continues_it(tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    args = ["--maze", "medium", "--num-envs", "4", "--num-steps", "32", "--minibatch-size",
+            "64", "--update-epochs", "2", "--total-timesteps", "512", "--sweep.lr", "1e-3",
+            "3e-4", "--seeds", "2", "--no-progress", "--eval-episodes", "2",
+            "--no-gif"]  # fmt: skip
+    code, out, err = cli(capsys, "sweep", *args, "--run-dir", run_dir, "--checkpoint-every", "2",
+                         "--stop-at", "256", "--wandb", "tests", "--wandb-mode", "offline",
+                         "--wandb-group", "g1", "--tensorboard")  # fmt: skip
+    assert code == 0, err
+    code, out, err = cli(capsys, "sweep", "--resume", run_dir, "--no-progress")
+    assert code == 0, err
+    from wandb_reader import read_runs
+
+    runs = read_runs(run_dir)
+    agents = {r["id"] for r in runs if r["job_type"] == "sweep"}
+    assert len(agents) == 4  # --resume without --wandb continued the same four W&B runs
+    assert {r["group"] for r in runs} == {"g1"}
+    (summary,) = [r for r in runs if r["job_type"] == "summary"]
+    assert {"summary/nrows", "curves/path"} <= set(summary["summary"])
+    assert (run_dir / "tb" / "lr=0.001 seed=0".replace(" ", "_")).is_dir()
