@@ -271,7 +271,8 @@ def test_the_cli_logs_a_sweep_and_resume_continues_it(tmp_path, capsys):
             "--no-gif"]  # fmt: skip
     code, out, err = cli(capsys, "sweep", *args, "--run-dir", run_dir, "--checkpoint-every", "2",
                          "--stop-at", "256", "--wandb", "tests", "--wandb-mode", "offline",
-                         "--wandb-group", "g1", "--tensorboard")  # fmt: skip
+                         "--wandb-group", "g1", "--tensorboard",
+                         "--track-every", "1")  # fmt: skip
     assert code == 0, err
     code, out, err = cli(capsys, "sweep", "--resume", run_dir, "--no-progress")
     assert code == 0, err
@@ -284,3 +285,21 @@ def test_the_cli_logs_a_sweep_and_resume_continues_it(tmp_path, capsys):
     (summary,) = [r for r in runs if r["job_type"] == "summary"]
     assert {"summary/nrows", "curves/path"} <= set(summary["summary"])
     assert (run_dir / "tb" / "lr=0.001 seed=0".replace(" ", "_")).is_dir()
+
+
+def test_the_cli_pbt_logs_every_agent_and_its_schedule_to_tensorboard(tmp_path, capsys):
+    run_dir = tmp_path / "pbt"
+    code, _, err = cli(capsys, "pbt", "--maze", "medium", "--num-envs", "4", "--num-steps", "32",
+                       "--minibatch-size", "64", "--update-epochs", "1", "--total-timesteps",
+                       "512", "--population", "3", "--interval", "2", "--pbt.lr", "1e-4", "1e-2",
+                       "--no-progress", "--run-dir", run_dir, "--tensorboard")  # fmt: skip
+    assert code == 0, err
+    lr = np.load(run_dir / "metrics.npz")["hp_lr"]  # (agent, update): each one's schedule
+    batch = 4 * 32
+    for i in range(3):
+        written = sorted(read_tensorboard(run_dir / "tb" / f"agent={i}")["hp/lr"])
+        updates = [step // batch for step, _ in written]  # every="auto": some, the last always
+        assert updates[-1] == 4 and updates == sorted(set(updates))
+        got = np.array([v for _, v in written], np.float32)
+        np.testing.assert_array_equal(got, lr[i][np.array(updates) - 1])
+    assert (run_dir / "tb" / "summary").is_dir()

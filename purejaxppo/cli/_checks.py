@@ -10,7 +10,7 @@ RESUME_FLAGS = {
     "tensorboard", "no-tensorboard", "devices", "distributed", "no-distributed",
     "coordinator-address", "num-processes", "process-id", "stop-at", "compile-cache",
     "no-compile-cache", "compile-cache-dir", "wandb", "wandb-entity", "wandb-group",
-    "wandb-mode", "wandb-tags",
+    "wandb-mode", "wandb-tags", "track-every",
 }  # fmt: skip
 
 
@@ -55,17 +55,22 @@ def trackers_of(cmd, run_dir=None) -> list:
     from ..tracking import TensorBoard, WandB
     from ..tracking._recorder import read_state
 
+    every = cmd.track_every
+    if every != "auto":
+        if not every.isdigit() or int(every) < 1:
+            raise ValueError(f"--track-every {every}: give a positive number of updates or auto.")
+        every = int(every)
     kept = read_state(run_dir) if run_dir is not None else {}
     out = []
     tb = kept.get(TensorBoard.name, {}).get("options")
     if cmd.tensorboard or tb:
-        out.append(TensorBoard(**tb) if tb and not cmd.tensorboard else TensorBoard())
+        out.append(TensorBoard(**tb) if tb and not cmd.tensorboard else TensorBoard(every=every))
     wandb_flags = (cmd.wandb_entity, cmd.wandb_group, cmd.wandb_mode, cmd.wandb_tags)
     kept_wandb = kept.get(WandB.name, {}).get("options")
     if cmd.wandb is not None or any(wandb_flags):
         out.append(
             WandB(project=cmd.wandb, entity=cmd.wandb_entity, group=cmd.wandb_group,
-                  mode=cmd.wandb_mode, tags=tuple(cmd.wandb_tags))
+                  mode=cmd.wandb_mode, tags=tuple(cmd.wandb_tags), every=every)
         )  # fmt: skip
     elif kept_wandb:
         out.append(WandB(**{**kept_wandb, "tags": tuple(kept_wandb.get("tags", ()))}))

@@ -119,6 +119,10 @@ class RunDirFlags:
     disabled (default: W&B's own, $WANDB_MODE)."""
     wandb_tags: tuple[str, ...] = ()
     """Tags of every W&B run."""
+    track_every: str = "auto"
+    """Updates between the trackers' writes (--wandb, --tensorboard), or auto: every update
+    while writing costs under 1 % of the run's time, else every k-th (the last always; the
+    run directory keeps every update)."""
 
 
 @dataclasses.dataclass(frozen=True)

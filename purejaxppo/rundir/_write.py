@@ -456,9 +456,10 @@ def write_tensorboard(log_dir: str | Path, result: SweepResult) -> None:
     """TensorBoard scalars (tensorboardX): every metric's mean/min/max over healthy agents
     per update, and per hyperparameter setting the mean return over its healthy seeds.
 
-    Written after training (or after each `purejaxppo train` run) from the metrics arrays;
-    the x axis is environment steps per agent, each static setting's own (its aggregates
-    are tagged ``<field>_<value>/``).
+    Written after training from the metrics arrays (the `purejaxppo.tracking.TensorBoard`
+    tracker writes it into ``<log_dir>/all agents`` when a run finishes); the x axis is
+    environment steps per agent, each static setting's own (its aggregates are tagged
+    ``<field>_<value>/``).
     """
     try:
         from tensorboardX import SummaryWriter
@@ -466,8 +467,16 @@ def write_tensorboard(log_dir: str | Path, result: SweepResult) -> None:
         raise ImportError(
             "TensorBoard logging needs tensorboardX: pip install 'purejaxppo[tb]'."
         ) from e
+    from tensorboardX.proto.summary_pb2 import Summary
+
     healthy = ~result.diverged
     all_steps = env_steps(result)  # (*static axes, update): each program's own
+    by_step: dict[int, list] = {}  # one event per step with every tag: tensorboardX's
+    # add_scalar writes one event per value (~60 µs each: seconds for a long run)
+
+    def add(tag: str, value, step) -> None:
+        by_step.setdefault(int(step), []).append(Summary.Value(tag=tag, simple_value=float(value)))
+
     writer = SummaryWriter(str(log_dir))
     try:
         import warnings
@@ -487,13 +496,15 @@ def write_tensorboard(log_dir: str | Path, result: SweepResult) -> None:
                         values = fn(x, axis=0) if x.size else np.full(len(steps), np.nan)
                         for s, v in zip(steps, values, strict=True):
                             if s >= 0 and np.isfinite(v):
-                                writer.add_scalar(f"{prefix}{name}/{stat}", float(v), int(s))
+                                add(f"{prefix}{name}/{stat}", v, s)
             x_of = _curve_steps(result, all_steps)
             for label, returns in _curves(result).items():
                 mean = np.nanmean(returns, axis=0)
                 tag = "setting/" + (label.replace(", ", "/").replace("=", "_") or "all")
                 for s, v in zip(x_of[label], mean, strict=True):
                     if np.isfinite(s) and np.isfinite(v):
-                        writer.add_scalar(tag, float(v), int(s))
+                        add(tag, v, s)
+        for step, values in sorted(by_step.items()):
+            writer._get_file_writer().add_summary(Summary(value=values), step)
     finally:
         writer.close()

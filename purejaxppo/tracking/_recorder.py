@@ -142,10 +142,13 @@ class Recorder:
     # --------------------------------------------------------------- writer thread ---
     def _write(self) -> None:
         while (item := self._queue.get()) is not None:
-            if callable(item):
-                item()
-            else:
-                self._log(*item)
+            try:
+                if callable(item):
+                    item()
+                else:
+                    self._log(*item)
+            except Exception as e:  # noqa: BLE001 - never let the writer die with items queued
+                self._fail(-1, "failed", e)
 
     def _open(self) -> None:
         stored = read_state(self.run.run_dir) if self.run.resumed else {}
