@@ -35,7 +35,7 @@ class WandB:
         dir: where W&B writes its files (None: the run directory, else W&B's default).
         every: log every this many updates, or ``"auto"``: every update while that costs
             under 1 % of the run's time (on a CPU, 64 agents of a fast env cost more: about
-            0.5 ms per agent per update), else every k-th; the last update always.
+            0.2 ms per agent per update), else every k-th; the last update always.
     """
 
     project: str | None = None
