@@ -12,8 +12,8 @@ over the rounds; the overhead is tracked / untracked - 1. Target: ≤ 2 %.
 * ``test_overhead_medium_maze``: the seed's medium maze (8,192 env steps per update), the
   case that matters in practice.
 * ``test_overhead_cold``: what a user sees: fresh processes alternating, each one sweep
-  with its compile (no persistent cache), untracked and tracked, 64 maze agents; opening
-  the W&B runs overlaps the compile here.
+  with its compile (no persistent cache), untracked and tracked, 64 maze agents for 6 and
+  20 updates (~30 s and ~110 s); opening the W&B runs overlaps the compile here.
 * ``test_overhead_fast_env``: CartPole at PureJaxRL's config and length, where an update of
   64 agents takes ~40 ms (one agent's ~1.6 ms): the worst case for a per-update logger on a
   2-core CPU.
@@ -67,24 +67,27 @@ print("RESULT " + json.dumps(dict(total_s=time.perf_counter() - t0, **res.timing
 """
 
 
-def test_overhead_cold(benchmark):
+@pytest.mark.parametrize("updates", [6, 20])
+def test_overhead_cold(benchmark, updates):
     import importlib.util
     import statistics
 
     kinds = ["none", "tensorboard"] + (["wandb"] if importlib.util.find_spec("wandb") else [])
+    cfg = dict(maze="medium", total_timesteps=8192 * updates)
 
     def rounds():
         times = {k: [] for k in kinds}
         for _ in range(2):
             for k in kinds:
-                code = COLD.format(kind=k, cfg=MAZE[64], agents=64)
+                code = COLD.format(kind=k, cfg=cfg, agents=64)
                 times[k].append(measure(code)["total_s"])
         return times
 
     times = benchmark.pedantic(rounds, rounds=1, iterations=1)
     median = {k: statistics.median(v) for k, v in times.items()}
     overhead = {k: median[k] / median["none"] - 1 for k in kinds[1:]}
-    report(benchmark, dict(agents=64, untracked_s=median["none"], overhead=overhead, rounds=times))
+    report(benchmark, dict(agents=64, updates=updates, untracked_s=median["none"],
+                           overhead=overhead, rounds=times))  # fmt: skip
 
 
 def _run(benchmark, cfg: dict, agents: int, rounds: int) -> dict:

@@ -267,8 +267,7 @@ def test_the_cli_logs_a_sweep_and_resume_continues_it(tmp_path, capsys):
     run_dir = tmp_path / "run"
     args = ["--maze", "medium", "--num-envs", "4", "--num-steps", "32", "--minibatch-size",
             "64", "--update-epochs", "2", "--total-timesteps", "512", "--sweep.lr", "1e-3",
-            "3e-4", "--seeds", "2", "--no-progress", "--eval-episodes", "2",
-            "--no-gif"]  # fmt: skip
+            "3e-4", "--seeds", "2", "--no-progress", "--eval-episodes", "2"]  # fmt: skip
     code, out, err = cli(capsys, "sweep", *args, "--run-dir", run_dir, "--checkpoint-every", "2",
                          "--stop-at", "256", "--wandb", "tests", "--wandb-mode", "offline",
                          "--wandb-group", "g1", "--tensorboard",
@@ -284,6 +283,7 @@ def test_the_cli_logs_a_sweep_and_resume_continues_it(tmp_path, capsys):
     assert {r["group"] for r in runs} == {"g1"}
     (summary,) = [r for r in runs if r["job_type"] == "summary"]
     assert {"summary/nrows", "curves/path"} <= set(summary["summary"])
+    assert summary["summary"]["agent/_type"] == "video-file"  # agent.gif, as a video
     assert (run_dir / "tb" / "lr=0.001 seed=0".replace(" ", "_")).is_dir()
 
 

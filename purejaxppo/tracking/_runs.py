@@ -90,7 +90,8 @@ def tracked(trackers: tuple, run_of, progress) -> Iterator[tuple[Any, Recorder |
             yield RELAY, recorder
         except BaseException:
             if recorder is not None:
-                jax.effects_barrier()
+                with contextlib.suppress(Exception):  # the run's own error is what matters
+                    jax.effects_barrier()
                 recorder.finish(None)
             raise
 
