@@ -20,7 +20,7 @@ from . import envs as envs
 from . import evaluation as evaluation
 from . import rundir as rundir
 from . import stats as stats
-from . import tracking as tracking
+from . import tracking as tracking  # a subpackage: `purejaxppo.tracking`, not in __all__
 from ._config import PPOConfig as PPOConfig
 from ._evaluate import Policy as Policy
 from ._evaluate import evaluate as evaluate
@@ -42,7 +42,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Metrics", "PBTResult", "PPOConfig", "Policy", "RunnerState", "SweepResult", "engine",
     "envs", "evaluate", "evaluation", "gae", "load_policy", "make_train", "pbt", "resume_pbt",
-    "resume_sweep", "rundir", "stats", "sweep", "tracking", "train_with_checkpoints",
+    "resume_sweep", "rundir", "stats", "sweep", "train_with_checkpoints",
 ]  # fmt: skip
 
 #: Names the top level had before the subpackages (0.1.0 of 2026-12): still importable from

@@ -39,13 +39,13 @@ import math
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
-from jaxtyping import Array, Float, Int, PRNGKeyArray
+from jaxtyping import PRNGKeyArray
 
 from ._config import TRACED_FIELDS, PPOConfig, static_field_names
 from ._distributions import policy_distribution
@@ -54,36 +54,12 @@ from ._memory import BUDGET_FRACTION, available_bytes, format_bytes, program_byt
 from ._networks import network_shapes
 from ._ppo import Metrics, RunnerState, init_state, update_step
 from ._ppo import healthy as ppo_healthy
+from ._progress import ProgressFn, aggregate, per_agent_table, with_agent_dict
 from ._xla_cpu import compiler_options, unrolled_threefry
 from .envs import make_env
 
 AXIS = "agents"
 
-
-class Progress(NamedTuple):
-    """What the progress callback receives once per update, aggregated over all agents.
-
-    Returns are over agents that finished an episode in this update *and* are still healthy
-    (finite metrics, no skipped steps so far in this program call: a chunk, or the whole run),
-    so one diverged agent never turns an aggregate into NaN or inf; ``diverged`` counts the
-    others. NaN only when no agent finished an episode in this update.
-    """
-
-    update: Int[Array, ""]
-    return_mean: Float[Array, ""]
-    return_min: Float[Array, ""]
-    return_max: Float[Array, ""]
-    agents_with_episodes: Int[Array, ""]
-    diverged: Int[Array, ""]
-    num_agents: Int[Array, ""]
-    #: Per agent, only from an engine made with ``progress_agents=True`` (None otherwise):
-    #: every metric series of this update by name (`Metrics.columns`) and each traced
-    #: hyperparameter as ``hp/<name>``, float32 ``(agents,)``, padding agents dropped. It rides
-    #: in the same one callback per update (what trackers log), so it costs no other transfer.
-    agents: dict[str, Array] | None = None
-
-
-ProgressFn = Callable[[Progress], None]
 
 #: ``between(state, hparams, metrics, carry, valid) -> (state, hparams, carry, record)``: what
 #: `Engine.run_generations` does across the agent axis after each generation. It keys the
@@ -425,15 +401,15 @@ class Engine:
             state, metrics = step(state, hp)
             healthy = healthy & ppo_healthy(metrics)
             if self.progress is not None:
-                report = _aggregate(state.update[0], metrics, healthy, valid)
+                report = aggregate(state.update[0], metrics, healthy, valid)
                 callback = self.progress
                 if self.progress_agents:
-                    names, table = _per_agent_table(metrics, hp, valid)
+                    names, table = per_agent_table(metrics, hp, valid)
                     if self.mesh is not None:  # gathered explicitly: one all-gather, quietly
                         whole = NamedSharding(self.mesh, PartitionSpec())
                         table = jax.lax.with_sharding_constraint(table, whole)
                     report = report._replace(agents=table)
-                    callback = functools.partial(_with_agent_dict, self.progress, names)
+                    callback = functools.partial(with_agent_dict, self.progress, names)
                 due = (state.update[0] % self.progress_every == 0) | (
                     state.update[0] == self.cfg.num_updates
                 )
@@ -539,40 +515,6 @@ def _in_groups(mapped: Callable, group: int) -> Callable:
         return jax.tree.map(lambda x: x.reshape(count * group, *x.shape[2:])[:n], out)
 
     return run
-
-
-def _aggregate(update, m: Metrics, healthy, valid) -> Progress:
-    has = healthy & jnp.asarray(valid) & jnp.isfinite(m.episode_return)
-    count = jnp.sum(has)
-    ret = m.episode_return
-    mean = jnp.sum(jnp.where(has, ret, 0.0)) / jnp.maximum(count, 1)
-    nan = jnp.float32(jnp.nan)
-    return Progress(
-        update=update,
-        return_mean=jnp.where(count > 0, mean, nan),
-        return_min=jnp.where(count > 0, jnp.min(jnp.where(has, ret, jnp.inf)), nan),
-        return_max=jnp.where(count > 0, jnp.max(jnp.where(has, ret, -jnp.inf)), nan),
-        agents_with_episodes=count.astype(jnp.int32),
-        diverged=jnp.sum(~healthy & jnp.asarray(valid)).astype(jnp.int32),
-        num_agents=int(valid.sum()),
-    )
-
-
-def _per_agent_table(m: Metrics, hp: PPOConfig, valid) -> tuple[tuple[str, ...], Array]:
-    """`Progress.agents` as it travels: the names, and one float32 ``(agents, names)`` array
-    of each metric series and traced hyperparameter, real agents only. One array, not one
-    per name: a host callback's cost grows with its leaves (~45 µs each on CPU)."""
-    n = int(np.sum(valid))  # the padding agents come last
-    values = {**m.columns(), **{f"hp/{k}": getattr(hp, k) for k in TRACED_FIELDS}}
-    values = {k: v for k, v in values.items() if v is not None}
-    table = jnp.stack([jnp.asarray(v, jnp.float32)[:n] for v in values.values()], axis=1)
-    return tuple(values), table
-
-
-def _with_agent_dict(progress: ProgressFn, names: tuple[str, ...], report: Progress) -> None:
-    """Call ``progress`` with `Progress.agents` as the documented dict of ``(agents,)``."""
-    table = np.asarray(report.agents)
-    progress(report._replace(agents={k: table[:, i] for i, k in enumerate(names)}))
 
 
 def _num_agents(keys, hparams: PPOConfig, cfg: PPOConfig | None = None) -> int:

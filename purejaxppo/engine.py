@@ -8,9 +8,9 @@ from inside the program (`Progress`) and keeping compiled programs between proce
 
 from ._cache import enable_compilation_cache as enable_compilation_cache
 from ._engine import Engine as Engine
-from ._engine import Progress as Progress
-from ._engine import ProgressFn as ProgressFn
 from ._engine import agent_mesh as agent_mesh
 from ._engine import engine_for as engine_for
 from ._engine import mesh_for as mesh_for
 from ._groups import default_group_size as default_group_size
+from ._progress import Progress as Progress
+from ._progress import ProgressFn as ProgressFn
