@@ -20,7 +20,7 @@ from . import envs as envs
 from . import evaluation as evaluation
 from . import rundir as rundir
 from . import stats as stats
-from . import tracking as tracking  # a subpackage: `purejaxppo.tracking`, not in __all__
+from . import tracking  # noqa: F401  (the subpackage `purejaxppo.tracking`, not in __all__)
 from ._config import PPOConfig as PPOConfig
 from ._evaluate import Policy as Policy
 from ._evaluate import evaluate as evaluate
