@@ -112,3 +112,8 @@ def test_overhead_medium_maze(benchmark, agents):
 @pytest.mark.parametrize("agents", [1, 64])
 def test_overhead_fast_env(benchmark, agents):
     _run(benchmark, CARTPOLE, agents, rounds=3 if agents == 1 else 2)
+
+
+def test_overhead_quick_start(benchmark):
+    """The README's quick start (one maze agent, 819,200 steps: 100 updates), warm."""
+    _run(benchmark, dict(maze="medium"), 1, rounds=3)
