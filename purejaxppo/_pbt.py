@@ -235,7 +235,7 @@ def pbt(
         auto=False,
     )  # fmt: skip
     check_pbt_memory(cfg, population, ranges, chunked)
-    trackers = as_trackers(tracker, "pbt")
+    trackers = as_trackers(tracker, "pbt", run_dir)
     updates = cfg.num_updates
     if interval >= updates:
         warnings.warn(

@@ -150,7 +150,7 @@ def sweep(
         "sweep", run_dir, checkpoint_every, resume, overwrite, stop_at, unit="updates", auto=True
     )
     num_agents = check_sweep_args(cfg, seeds, search, num_samples, axes, chunked)
-    trackers = as_trackers(tracker, "sweep")
+    trackers = as_trackers(tracker, "sweep", run_dir)
     seeds = seed_list(seeds)  # after the checks: a refused count is never materialised
     static_axes = {k: list(v) for k, v in axes.items() if k in static_field_names()}
     traced_axes = {k: v for k, v in axes.items() if k not in static_axes}

@@ -110,3 +110,21 @@ def compilation_cache_off() -> None:
 def one_line(err: str) -> bool:
     """A refusal as the CLI must give it: one line, naming the program."""
     return len(err.strip().splitlines()) == 1 and err.startswith("purejaxppo")
+
+
+def read_tensorboard(directory) -> dict:
+    """Scalars of every event file under ``directory``: tag -> [(step, value)]."""
+    import struct
+
+    from tensorboardX.proto import event_pb2
+
+    scalars = {}
+    for path in sorted(directory.glob("events.out.tfevents.*")):
+        data, at = path.read_bytes(), 0
+        while at < len(data):  # TFRecord framing: length, crc, payload, crc
+            (length,) = struct.unpack("<Q", data[at : at + 8])
+            event = event_pb2.Event.FromString(data[at + 12 : at + 12 + length])
+            at += 16 + length
+            for v in event.summary.value:
+                scalars.setdefault(v.tag, []).append((event.step, v.simple_value))
+    return scalars

@@ -79,21 +79,13 @@ def test_load_policy_from_a_run_directory(trained, tmp_path):
 
 
 def test_tensorboard_logs_aggregates_and_per_setting_curves(trained, tmp_path):
-    import struct
-
-    from tensorboardX.proto import event_pb2
+    from conftest import read_tensorboard
 
     from purejaxppo.rundir import write_tensorboard
 
     write_tensorboard(tmp_path, trained)
-    (path,) = tmp_path.glob("events.out.tfevents.*")
-    data, scalars, at = path.read_bytes(), {}, 0
-    while at < len(data):  # TFRecord framing: length, crc, payload, crc
-        (length,) = struct.unpack("<Q", data[at : at + 8])
-        event = event_pb2.Event.FromString(data[at + 12 : at + 12 + length])
-        at += 16 + length
-        for v in event.summary.value:
-            scalars.setdefault(v.tag, []).append((event.step, v.simple_value))
+    assert len(list(tmp_path.glob("events.out.tfevents.*"))) == 1
+    scalars = read_tensorboard(tmp_path)
     ret = np.asarray(trained.metrics.episode_return).reshape(-1, CFG.num_updates)
     steps = {s: i for i, s in enumerate((np.arange(CFG.num_updates) + 1) * CFG.batch_size)}
     for step, value in scalars["episode_return/max"]:

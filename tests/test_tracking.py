@@ -3,7 +3,6 @@ one progress callback, are read back from the files each backend wrote, and a fa
 tracker never stops or changes a run."""
 
 import importlib.util
-import struct
 import sys
 import time
 import warnings
@@ -11,7 +10,7 @@ import warnings
 import jax
 import numpy as np
 import pytest
-from conftest import ACROSS_SHAPES, SMALL, cli, one_line, tree_close, tree_equal
+from conftest import ACROSS_SHAPES, SMALL, cli, one_line, read_tensorboard, tree_close, tree_equal
 
 from purejaxppo import make_train, pbt, resume_sweep, sweep
 from purejaxppo._engine import Engine, agent_inputs
@@ -36,22 +35,6 @@ def read_wandb(tmp_path) -> dict:
     from wandb_reader import read_runs
 
     return {r["name"]: r for r in read_runs(tmp_path / "wb")}
-
-
-def read_tensorboard(directory) -> dict:
-    """Scalars of every event file under ``directory``: tag -> [(step, value)]."""
-    from tensorboardX.proto import event_pb2
-
-    scalars = {}
-    for path in sorted(directory.glob("events.out.tfevents.*")):
-        data, at = path.read_bytes(), 0
-        while at < len(data):  # TFRecord framing: length, crc, payload, crc
-            (length,) = struct.unpack("<Q", data[at : at + 8])
-            event = event_pb2.Event.FromString(data[at + 12 : at + 12 + length])
-            at += 16 + length
-            for v in event.summary.value:
-                scalars.setdefault(v.tag, []).append((event.step, v.simple_value))
-    return scalars
 
 
 def test_the_progress_callback_carries_every_agents_values():
@@ -262,6 +245,8 @@ def test_bad_tracker_arguments_are_one_line():
         sweep(SMALL, tracker="wandb")
     with pytest.raises(ValueError, match="mode="):
         WandB(mode="sometimes")
+    with pytest.raises(ValueError, match=r"TensorBoard\(log_dir=\.\.\.\)"):
+        sweep(SMALL, tracker=TensorBoard())  # its default place is a run directory
     train = make_train(SMALL, tracker=TensorBoard("unused"))
     with pytest.raises(ValueError, match="sweep"):
         jax.vmap(train)(jax.random.split(jax.random.PRNGKey(0), 2))

@@ -63,9 +63,10 @@ class _Relay:
 RELAY = _Relay()
 
 
-def as_trackers(tracker: Any, who: str) -> tuple[Tracker, ...]:
+def as_trackers(tracker: Any, who: str, run_dir: Any = None) -> tuple[Tracker, ...]:
     """``tracker`` (None, one tracker or a sequence) as a tuple, each checked (its package
-    present) before anything compiles; anything else is one line naming ``who``."""
+    present; with ``check_run_dir``, the run's directory or its absence) before anything
+    compiles; anything else is one line naming ``who``."""
     if tracker is None:
         return ()
     trackers = tuple(tracker) if isinstance(tracker, (list, tuple)) else (tracker,)
@@ -76,6 +77,8 @@ def as_trackers(tracker: Any, who: str) -> tuple[Tracker, ...]:
                 "or an object with name, check() and open(run, stored) (tracking.Tracker)."
             )
         t.check()
+        if hasattr(t, "check_run_dir"):
+            t.check_run_dir(who, run_dir)
     return trackers
 
 

@@ -38,9 +38,14 @@ class TensorBoard:
                 "TensorBoard logging needs tensorboardX: pip install 'purejaxppo[tb]'."
             ) from None
 
+    def check_run_dir(self, who: str, run_dir) -> None:
+        """Its default place is the run directory: a run without one needs ``log_dir``."""
+        if self.log_dir is None and run_dir is None:
+            raise ValueError(
+                f"{who}(tracker=TensorBoard()): with no run_dir, give TensorBoard(log_dir=...)."
+            )
+
     def open(self, run: TrackedRun, stored: dict | None) -> _Session:
-        if self.log_dir is None and run.run_dir is None:
-            raise ValueError("TensorBoard(log_dir=None) needs a run directory; give log_dir.")
         return _Session(self, Path(self.log_dir or Path(run.run_dir) / "tb"), run)
 
 
