@@ -19,6 +19,8 @@ over the rounds; the overhead is tracked / untracked - 1. Target: ≤ 2 %.
   2-core CPU.
 """
 
+import importlib.util
+
 import pytest
 from conftest import measure, report
 
@@ -69,7 +71,6 @@ print("RESULT " + json.dumps(dict(total_s=time.perf_counter() - t0, **res.timing
 
 @pytest.mark.parametrize("updates", [6, 20])
 def test_overhead_cold(benchmark, updates):
-    import importlib.util
     import statistics
 
     kinds = ["none", "tensorboard"] + (["wandb"] if importlib.util.find_spec("wandb") else [])
@@ -112,6 +113,37 @@ def test_overhead_medium_maze(benchmark, agents):
 @pytest.mark.parametrize("agents", [1, 64])
 def test_overhead_fast_env(benchmark, agents):
     _run(benchmark, CARTPOLE, agents, rounds=3 if agents == 1 else 2)
+
+
+def test_overhead_cli_quick_start(benchmark, tmp_path):
+    """The README's quick start as a user runs it: ``purejaxppo train`` (one maze agent, 100
+    updates, with its progress bar, evaluation and GIF), plain, ``--tensorboard`` and
+    ``--wandb bench --wandb-mode offline``: whole fresh processes alternating, compile
+    included, each its own run directory."""
+    import statistics
+    import subprocess
+    import sys
+    import time
+
+    kinds = {"none": [], "tensorboard": ["--tensorboard"]}
+    if importlib.util.find_spec("wandb"):
+        kinds["wandb"] = ["--wandb", "bench", "--wandb-mode", "offline"]
+
+    def rounds():
+        times = {k: [] for k in kinds}
+        for r in range(3):
+            for k, flags in kinds.items():
+                command = [sys.executable, "-m", "purejaxppo", "train",
+                           "--run-dir", str(tmp_path / f"{k}-{r}"), *flags]  # fmt: skip
+                t0 = time.perf_counter()
+                subprocess.run(command, check=True, capture_output=True, timeout=900)
+                times[k].append(time.perf_counter() - t0)
+        return times
+
+    times = benchmark.pedantic(rounds, rounds=1, iterations=1)
+    median = {k: statistics.median(v) for k, v in times.items()}
+    overhead = {k: median[k] / median["none"] - 1 for k in kinds if k != "none"}
+    report(benchmark, dict(agents=1, untracked_s=median["none"], overhead=overhead, rounds=times))
 
 
 def test_overhead_quick_start(benchmark):

@@ -54,7 +54,7 @@ from ._memory import BUDGET_FRACTION, available_bytes, format_bytes, program_byt
 from ._networks import network_shapes
 from ._ppo import Metrics, RunnerState, init_state, update_step
 from ._ppo import healthy as ppo_healthy
-from ._progress import ProgressFn, aggregate, per_agent_table, with_agent_dict
+from ._progress import ProgressFn, aggregate, deliver, pack, per_agent_table
 from ._xla_cpu import compiler_options, unrolled_threefry
 from .envs import make_env
 
@@ -402,18 +402,18 @@ class Engine:
             healthy = healthy & ppo_healthy(metrics)
             if self.progress is not None:
                 report = aggregate(state.update[0], metrics, healthy, valid)
-                callback = self.progress
+                names, table = (), None
                 if self.progress_agents:
                     names, table = per_agent_table(metrics, hp, valid)
-                    if self.mesh is not None:  # gathered explicitly: one all-gather, quietly
-                        whole = NamedSharding(self.mesh, PartitionSpec())
-                        table = jax.lax.with_sharding_constraint(table, whole)
-                    report = report._replace(agents=table)
-                    callback = functools.partial(with_agent_dict, self.progress, names)
+                packed = pack(report, table)
+                if self.mesh is not None and table is not None:  # one all-gather, quietly
+                    whole = NamedSharding(self.mesh, PartitionSpec())
+                    packed = jax.lax.with_sharding_constraint(packed, whole)
+                callback = functools.partial(deliver, self.progress, names)
                 due = (state.update[0] % self.progress_every == 0) | (
                     state.update[0] == self.cfg.num_updates
                 )
-                jax.lax.cond(due, lambda r: jax.debug.callback(callback, r), lambda r: None, report)
+                jax.lax.cond(due, lambda r: jax.debug.callback(callback, r), lambda r: None, packed)
             return (state, healthy), metrics
 
         (state, _), metrics = jax.lax.scan(body, (state, healthy0), None, length=num_updates)

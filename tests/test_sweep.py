@@ -122,9 +122,16 @@ def test_progress_fires_once_per_update_for_all_agents():
     res = sweep(SMALL, seeds=3, progress=calls.append)  # 3 agents, 3 updates
     assert [int(p.update) for p in calls] == [1, 2, 3]  # not 9: one callback for all agents
     assert all(int(p.num_agents) == 3 and int(p.diverged) == 0 for p in calls)
-    returns = res.metrics.episode_return[:, -1]
-    if np.isfinite(returns).any():
-        assert float(calls[-1].return_max) == pytest.approx(np.nanmax(returns))
+    # the fields travel packed in one float32 vector (integers bitcast): unpacked exactly
+    assert all(p.update.dtype == np.int32 and p.agents is None for p in calls)
+    for p, returns in zip(calls, np.asarray(res.metrics.episode_return).T, strict=True):
+        finished = returns[np.isfinite(returns)]
+        assert int(p.agents_with_episodes) == finished.size
+        if finished.size:
+            assert float(p.return_max) == finished.max() and float(p.return_min) == finished.min()
+            assert float(p.return_mean) == pytest.approx(finished.mean(), rel=1e-6)
+        else:
+            assert np.isnan(p.return_mean)
 
 
 def test_same_shape_sweeps_do_not_recompile():

@@ -3,9 +3,11 @@ one progress callback, are read back from the files each backend wrote, and a fa
 tracker never stops or changes a run."""
 
 import importlib.util
+import os
 import sys
 import time
 import warnings
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -171,16 +173,19 @@ class Quiet:
 
 
 class Slow(Quiet):
-    """A tracker whose every write costs 20 ms of CPU, recording which updates it got."""
+    """A tracker whose writes cost ``costs`` of CPU (the last one for every later write),
+    recording which updates it got."""
 
     name, every = "slow", "auto"
 
-    def __init__(self):
+    def __init__(self, *costs: float):
+        self.costs = costs or (0.02,)
         self.updates = []
 
     def log(self, update, rows):
+        cost = self.costs[min(len(self.updates), len(self.costs) - 1)]
         start = time.thread_time()
-        while time.thread_time() - start < 0.02:
+        while time.thread_time() - start < cost:
             pass
         self.updates.append(update)
 
@@ -197,6 +202,49 @@ def test_auto_writes_fewer_updates_when_writing_costs_more_than_its_share():
     assert slow.updates == sorted(set(slow.updates))
     want = final_scores(np.asarray(res.metrics.episode_return)).reshape(-1)
     np.testing.assert_array_equal(np.array(slow.finished.scores, float), want)
+
+
+class Elsewhere(Slow):
+    """Writes free in the writer thread, but 20 ms each of a backend's own process (as W&B's
+    service serializes and writes what `log` hands it), reported by ``cpu_elsewhere``."""
+
+    def __init__(self):
+        super().__init__(0.0)
+        self.cpu = 0.0
+
+    def log(self, update, rows):
+        super().log(update, rows)
+        self.cpu += 0.02
+
+    def cpu_elsewhere(self):
+        return self.cpu
+
+
+def test_auto_counts_the_cpu_a_backend_spends_in_its_own_process():
+    cfg = SMALL.replace(total_timesteps=SMALL.batch_size * 40)
+    elsewhere = Elsewhere()
+    sweep(cfg, seeds=2, tracker=elsewhere)
+    assert elsewhere.updates[-1] == cfg.num_updates
+    assert len(elsewhere.updates) < cfg.num_updates / 2
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads Linux's /proc")
+def test_the_cpu_of_a_process_is_read_from_proc():
+    from purejaxppo.tracking._wandb import _proc_stat
+
+    name, parent, cpu = _proc_stat(os.getpid())
+    assert name == Path("/proc/self/comm").read_text().strip()
+    assert parent == os.getppid() and cpu > 0
+    assert _proc_stat(2**31 - 1) is None  # no such process
+
+
+def test_auto_does_not_take_a_first_write_s_setup_for_its_rate():
+    # W&B's first log in a process imports for ~50 ms, its later ones take ~0.2 ms: a rate
+    # from the first would have written one update in a thousand
+    cfg = SMALL.replace(total_timesteps=SMALL.batch_size * 40)
+    slow = Slow(0.3, 0.0)
+    sweep(cfg, seeds=2, tracker=slow)
+    assert slow.updates == list(range(1, cfg.num_updates + 1))
 
 
 class Broken(Quiet):

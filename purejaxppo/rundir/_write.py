@@ -462,22 +462,21 @@ def write_tensorboard(log_dir: str | Path, result: SweepResult) -> None:
     ``<field>_<value>/``).
     """
     try:
-        from tensorboardX import SummaryWriter
+        import tensorboardX  # noqa: F401
     except ImportError as e:
         raise ImportError(
             "TensorBoard logging needs tensorboardX: pip install 'purejaxppo[tb]'."
         ) from e
-    from tensorboardX.proto.summary_pb2 import Summary
+    from ._events import EventFile
 
     healthy = ~result.diverged
     all_steps = env_steps(result)  # (*static axes, update): each program's own
-    by_step: dict[int, list] = {}  # one event per step with every tag: tensorboardX's
-    # add_scalar writes one event per value (~60 µs each: seconds for a long run)
+    by_step: dict[int, dict[str, float]] = {}  # one event per step with every tag
 
     def add(tag: str, value, step) -> None:
-        by_step.setdefault(int(step), []).append(Summary.Value(tag=tag, simple_value=float(value)))
+        by_step.setdefault(int(step), {})[tag] = float(value)
 
-    writer = SummaryWriter(str(log_dir))
+    events = EventFile(log_dir)
     try:
         import warnings
 
@@ -505,6 +504,6 @@ def write_tensorboard(log_dir: str | Path, result: SweepResult) -> None:
                     if np.isfinite(s) and np.isfinite(v):
                         add(tag, v, s)
         for step, values in sorted(by_step.items()):
-            writer._get_file_writer().add_summary(Summary(value=values), step)
+            events.add(step, values)
     finally:
-        writer.close()
+        events.close()

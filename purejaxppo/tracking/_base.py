@@ -82,17 +82,21 @@ class Session(Protocol):
         """Close the run; ``finished`` is None when it stopped early (resumable)."""
         ...
 
+    # Optional: ``cpu_elsewhere() -> float``, the CPU seconds the backend has spent so far
+    # outside the writer thread (W&B: its service process), counted in ``every="auto"``'s
+    # cost of a write beside the thread's own.
+
 
 @runtime_checkable
 class Tracker(Protocol):
     """A logging backend's options (hashable, frozen): `WandB`, `TensorBoard`, or your own.
 
     ``every``: write every this many updates, or ``"auto"`` (every update while writing
-    costs the tracker's thread under 1 % of the run's wall time, else every k-th; the run's
-    last update is always written). ``check()`` runs before anything compiles and raises
-    one clear line if the backend cannot be used (its package missing); ``open(run,
-    stored)`` starts a `Session` (``stored``: what its session's ``state()`` kept in the
-    run directory, on resume).
+    costs under 1 % of the run's wall time in CPU, the tracker's thread and its session's
+    ``cpu_elsewhere()``; else every k-th; the run's last update is always written).
+    ``check()`` runs before anything compiles and raises one clear line if the backend
+    cannot be used (its package missing); ``open(run, stored)`` starts a `Session`
+    (``stored``: what its session's ``state()`` kept in the run directory, on resume).
     """
 
     name: str

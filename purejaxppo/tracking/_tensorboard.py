@@ -51,35 +51,30 @@ class TensorBoard:
 
 class _Session:
     def __init__(self, options: TensorBoard, log_dir: Path, run: TrackedRun):
-        from tensorboardX import SummaryWriter
+        from ..rundir._events import EventFile
 
         self.options = options
         self.log_dir = log_dir
         self.run = run
-        self.writers = {a.index: SummaryWriter(str(log_dir / run_name(a.name))) for a in run.agents}
+        self.files = {a.index: EventFile(log_dir / run_name(a.name)) for a in run.agents}
 
     def state(self) -> dict:
         return {"options": dataclasses.asdict(self.options)}
 
     def log(self, update: int, rows: Sequence[tuple[TrackedAgent, dict[str, float]]]) -> None:
-        from tensorboardX.proto.summary_pb2 import Summary
-
+        skip = ("update", "env_steps")
         for agent, row in rows:
-            skip = ("update", "env_steps")
-            values = [
-                Summary.Value(tag=k, simple_value=v)
+            values = {
+                k: v
                 for k, v in row.items()
                 if k not in skip and (self.run.kind == "pbt" or not k.startswith("hp/"))
-            ]
-            # One event of every value per agent and update: tensorboardX's add_scalar
-            # makes one event per value, at ~60 µs each (77 ms an update for 64 agents).
-            self.writers[agent.index]._get_file_writer().add_summary(
-                Summary(value=values), int(row["env_steps"])
-            )
+            }
+            # one event of every value per agent and update (x axis: the agent's env steps)
+            self.files[agent.index].add(int(row["env_steps"]), values)
 
     def finish(self, finished: Finished | None) -> None:
-        for w in self.writers.values():
-            w.close()
+        for f in self.files.values():
+            f.close()
         if finished is None:
             return
         from tensorboardX import SummaryWriter

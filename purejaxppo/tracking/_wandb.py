@@ -95,6 +95,12 @@ class _Session:
             r.define_metric("env_steps")
             r.define_metric("*", step_metric="env_steps")
             self.runs[agent.index] = r
+        self.service = _service_processes()
+
+    def cpu_elsewhere(self) -> float:
+        """CPU seconds of W&B's service processes (``wandb-core``, which serializes and
+        writes every logged value) so far: their share of the machine is the run's cost."""
+        return sum(stat[2] for pid in self.service if (stat := _proc_stat(pid)) is not None)
 
     def state(self) -> dict:
         ids = {str(i): r.id for i, r in self.runs.items()}
@@ -136,6 +142,34 @@ class _Session:
                 data[path.stem] = wandb.Image(str(path))
         r.log(data)
         r.finish()
+
+
+def _service_processes() -> list[int]:
+    """The pids of this process's W&B service processes (``wandb-core``, ``wandb-symon``),
+    from Linux's /proc (elsewhere: none, and `cpu_elsewhere` is 0)."""
+    try:
+        pids = [int(e) for e in os.listdir("/proc") if e.isdigit()]
+    except OSError:
+        return []
+    me = os.getpid()
+    found = []
+    for pid in pids:
+        stat = _proc_stat(pid)
+        if stat is not None and stat[1] == me and stat[0].startswith("wandb"):
+            found.append(pid)
+    return found
+
+
+def _proc_stat(pid: int) -> tuple[str, int, float] | None:
+    """``(name, parent pid, CPU seconds)`` of a process, from /proc/<pid>/stat."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    close = text.rindex(")")  # the name is in parentheses, and may hold any character
+    name, fields = text[text.index("(") + 1 : close], text[close + 2 :].split()
+    # fields from the 3rd: state, ppid (4th), ..., utime (14th), stime (15th), in clock ticks
+    return name, int(fields[1]), (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _settings(wandb, requirements: bool):
