@@ -239,12 +239,15 @@ def test_the_cpu_of_a_process_is_read_from_proc():
 
 
 def test_auto_does_not_take_a_first_write_s_setup_for_its_rate():
-    # W&B's first log in a process imports for ~50 ms, its later ones take ~0.2 ms: a rate
-    # from the first would have written one update in a thousand
+    # W&B's first log in a process imports for ~50 ms, its later ones take ~0.2 ms. A rate
+    # from a 0.3 s first write gives a stride of hundreds of ms-long updates: the first and
+    # the last written; the later writes' rate (row building only) is every update or
+    # nearly (how near depends on the machine's update time against 1 % of it)
     cfg = SMALL.replace(total_timesteps=SMALL.batch_size * 40)
     slow = Slow(0.3, 0.0)
     sweep(cfg, seeds=2, tracker=slow)
-    assert slow.updates == list(range(1, cfg.num_updates + 1))
+    assert slow.updates[0] == 1 and slow.updates[-1] == cfg.num_updates
+    assert len(slow.updates) >= cfg.num_updates // 4, slow.updates
 
 
 class Broken(Quiet):
