@@ -13,16 +13,22 @@ agent; each has its own PRNG key and its own numeric hyperparameters):
 **Scan outside, vmap inside.** The update loop is a `lax.scan` whose body updates every agent
 at once. That is the same computation as vmapping `make_train` (vmap of a scan *is* a scan of
 the vmapped body), but it gives the body a place, outside the per-agent code, where the
-progress callback sees all agents together: one host callback per update for the whole
-population, not one per agent as a `jax.debug.callback` under `vmap` would fire.
+progress callback sees all agents together: one host callback for the whole population, not
+one per agent as a `jax.debug.callback` under `vmap` would fire.
+
+**Blocks of updates.** The scan runs blocks of `updates_per_callback` updates; after each,
+the block's `Progress` rows are built at once and sent in one callback: per update, those
+small ops and the callback cost one CartPole agent ~0.7 ms of its 1.5 ms update. Without a
+progress function the loop is nested the same way (the same computation).
 
 **Sharding.** With more than one device (or a `mesh` with an ``"agents"`` axis), the agent
 axis is padded to a multiple of the device count and each update runs under `jax.shard_map`:
 every device updates only its own agents, with no communication between them (agents are
 independent), in one SPMD program compiled once. Padding agents repeat agent 0's key and
 hyperparameters; `strip` drops them. The only cross-device traffic is the progress aggregate
-(a few scalars per update). Inputs are placed with `jax.make_array_from_callback`, which also
-works when the mesh spans several hosts after `jax.distributed.initialize()`.
+(a few scalars per update, in the callback's block). Inputs are placed with
+`jax.make_array_from_callback`, which also works when the mesh spans several hosts after
+`jax.distributed.initialize()`.
 
 **Groups.** Each device's agents run as a `lax.map` over groups of ``G`` vmapped agents, still
 one program and one update scan (`_in_groups`). The width defaults per backend
@@ -54,7 +60,7 @@ from ._memory import BUDGET_FRACTION, available_bytes, format_bytes, program_byt
 from ._networks import network_shapes
 from ._ppo import Metrics, RunnerState, init_state, update_step
 from ._ppo import healthy as ppo_healthy
-from ._progress import ProgressFn, aggregate, deliver, pack, per_agent_table
+from ._progress import ProgramClock, ProgressFn, block_rows, deliver, updates_per_callback
 from ._xla_cpu import compiler_options, unrolled_threefry
 from .envs import make_env
 
@@ -92,7 +98,9 @@ class Engine:
         cfg: the static config (shapes, env); numeric hyperparameters come per agent.
         mesh: a `Mesh` with an ``"agents"`` axis, ``None`` for every device (the default), or
             ``False`` for no sharding. One device means plain `vmap`, no `shard_map`.
-        progress: called on the host with a `Progress` every ``progress_every`` updates.
+        progress: called on the host with the `Progress` of every ``progress_every``-th
+            update and the last, in order, in bursts: one host callback carries a block of
+            updates (`updates_per_callback`).
         group_size: run each device's agents in groups of this many, one group after
             another inside the program. None: the backend's default (`default_group_size`),
             in balanced groups. A width that does not divide the agents pads the last group
@@ -136,6 +144,7 @@ class Engine:
         self.num_traces = 0
         self.compile_seconds = 0.0  # time spent compiling this object's programs so far
         self._compiled: dict = {}
+        self.clock = ProgramClock()  # when the program now running started (progress rates)
         self._default_width: int | None | bool = False  # `default_group_size`, once needed
 
     # ------------------------------------------------------------------------- layout ---
@@ -283,6 +292,7 @@ class Engine:
             self.compile_seconds += seconds
             Engine.total_compile_seconds += seconds
         _keep_alive(self, cache_key)
+        self.clock.started()  # the caller runs it now: rates count from here
         return self._compiled[cache_key]
 
     def _compile(self, kind, num_agents: int, group: int | None, args):
@@ -396,29 +406,47 @@ class Engine:
         step = self._per_agent(lambda s, c: update_step(c, self.env, s), valid, group)
         healthy0 = jnp.ones(valid.shape, bool)
 
-        def body(carry, _):
+        def updates(carry, length):
+            """``length`` updates, then one host callback with each one's `Progress`, built
+            here for the block at once (per update, its small ops cost as much as the
+            callback)."""
             state, healthy = carry
-            state, metrics = step(state, hp)
-            healthy = healthy & ppo_healthy(metrics)
+            state, metrics = jax.lax.scan(lambda s, _: step(s, hp), state, None, length=length)
+            # healthy after each update: healthy before the block and at every update so far
+            ok = ppo_healthy(metrics)
+            ok = healthy & jax.lax.associative_scan(jnp.logical_and, ok, axis=0)
             if self.progress is not None:
-                report = aggregate(state.update[0], metrics, healthy, valid)
-                names, table = (), None
-                if self.progress_agents:
-                    names, table = per_agent_table(metrics, hp, valid)
-                packed = pack(report, table)
-                if self.mesh is not None and table is not None:  # one all-gather, quietly
-                    whole = NamedSharding(self.mesh, PartitionSpec())
-                    packed = jax.lax.with_sharding_constraint(packed, whole)
-                callback = functools.partial(deliver, self.progress, names)
-                due = (state.update[0] % self.progress_every == 0) | (
-                    state.update[0] == self.cfg.num_updates
-                )
-                jax.lax.cond(due, lambda r: jax.debug.callback(callback, r), lambda r: None, packed)
-            return (state, healthy), metrics
+                self._report(state, hp, metrics, ok, valid)
+            return (state, ok[-1]), metrics
 
-        (state, _), metrics = jax.lax.scan(body, (state, healthy0), None, length=num_updates)
+        carry = (state, healthy0)
+        # In blocks of updates, one host callback after each (module docstring). Nested the
+        # same way without one, the computation is the same and so are its results.
+        per_callback = updates_per_callback(self.cfg, self.progress_every, num_updates)
+        if per_callback == num_updates:
+            carry, metrics = updates(carry, num_updates)
+        else:  # (block, update, ...) -> (update, ...)
+            carry, metrics = jax.lax.scan(
+                lambda c, _: updates(c, per_callback), carry, None,
+                length=num_updates // per_callback,
+            )  # fmt: skip
+            metrics = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), metrics)
         # (update, agent) -> (agent, update): the agent axis leads everywhere.
-        return state, jax.tree.map(lambda x: jnp.moveaxis(x, 0, 1), metrics)
+        return carry[0], jax.tree.map(lambda x: jnp.moveaxis(x, 0, 1), metrics)
+
+    def _report(self, state, hp, metrics: Metrics, healthy, valid) -> None:
+        """The host callback after a block of updates, with every update's `Progress`."""
+        names, packed = block_rows(
+            state.update[0], metrics, healthy, hp, valid, self.progress_agents
+        )
+        if self.mesh is not None and names:  # one all-gather, quietly
+            packed = jax.lax.with_sharding_constraint(
+                packed, NamedSharding(self.mesh, PartitionSpec())
+            )
+        due = functools.partial(
+            deliver, self.progress, names, self.progress_every, self.cfg.num_updates, self.clock
+        )
+        jax.debug.callback(due, packed)
 
     def _generations(self, state, hp, carry, interval, count, between, tail, valid, group):
         def generation(c, _):

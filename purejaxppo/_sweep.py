@@ -110,8 +110,9 @@ def sweep(
             inside the one program. None: the backend's default (`default_group_size`: a
             few agents at a time on CPU, all at once on GPU/TPU). Results agree with any
             other width to float rounding (bitwise for the same width).
-        progress: ``progress(Progress)`` is called on the host once per ``progress_every``
-            updates for all agents together (from inside the program).
+        progress: ``progress(Progress)`` is called on the host for every
+            ``progress_every``-th update and the last, for all agents together (from inside
+            the program, a block of updates per host callback: `updates_per_callback`).
         run_dir: train in chunks of ``checkpoint_every`` updates and checkpoint every
             agent's whole state atomically into ``run_dir`` after each chunk.
             ``checkpoint_every="auto"`` (the default with ``run_dir``): a tenth of the run

@@ -144,11 +144,11 @@ def make_train(
 ) -> Train:
     """Build the one-program trainer for ``cfg`` (see `Train`).
 
-    ``progress(Progress)``, if given, is called on the host after every update from inside
-    the compiled program (a `jax.debug.callback`), as for `sweep`. ``env``: your own
-    environment, as ``cfg.replace(env=env)`` takes it (a gymnax-style env, ``(env,
-    params)``, a `purejaxppo.envs.Env`, or ``"package.module:attr"``); it is built and
-    traced here, and refused in one line, before anything compiles. ``tracker``
+    ``progress(Progress)``, if given, is called on the host for every update from inside
+    the compiled program (a `jax.debug.callback` per block of updates), as for `sweep`.
+    ``env``: your own environment, as ``cfg.replace(env=env)`` takes it (a gymnax-style
+    env, ``(env, params)``, a `purejaxppo.envs.Env`, or ``"package.module:attr"``); it is
+    built and traced here, and refused in one line, before anything compiles. ``tracker``
     (`purejaxppo.tracking.WandB`, `TensorBoard`, or a list): each ``train(key)`` call with a
     concrete key is one tracked run of its agent (many agents: `sweep` with ``tracker``).
     """

@@ -2,8 +2,8 @@
 
 Most users never touch it; these names are for placing agents on devices (`agent_mesh`,
 `mesh_for`), choosing how many are vmapped together (`default_group_size`), following a run
-from inside the program (`Progress`) and keeping compiled programs between processes
-(`enable_compilation_cache`). See docs/guide.md.
+from inside the program (`Progress`, delivered `updates_per_callback` updates at a time) and
+keeping compiled programs between processes (`enable_compilation_cache`). See docs/guide.md.
 """
 
 from ._cache import enable_compilation_cache as enable_compilation_cache
@@ -14,3 +14,4 @@ from ._engine import mesh_for as mesh_for
 from ._groups import default_group_size as default_group_size
 from ._progress import Progress as Progress
 from ._progress import ProgressFn as ProgressFn
+from ._progress import updates_per_callback as updates_per_callback

@@ -134,6 +134,39 @@ def test_progress_fires_once_per_update_for_all_agents():
             assert np.isnan(p.return_mean)
 
 
+def test_progress_travels_in_blocks_and_every_due_update_arrives(monkeypatch):
+    import purejaxppo._engine as engine_module
+
+    cfg = SMALL.replace(num_envs=2, num_steps=16, minibatch_size=16, total_timesteps=32 * 32)
+    callbacks = []  # the host callbacks the program makes: the packed rows each carries
+    deliver = engine_module.deliver
+    monkeypatch.setattr(
+        engine_module, "deliver", lambda *a: (callbacks.append(a[-1].shape), deliver(*a))
+    )
+    seen = []
+    sweep(cfg, seeds=2, progress=seen.append)
+    assert [int(p.update) for p in seen] == list(range(1, 33))  # each update, in order
+    assert callbacks == [(16, 7), (16, 7)]  # in two callbacks of 16 updates' 7 scalars
+    seen.clear(), callbacks.clear()
+    sweep(cfg, seeds=2, progress=seen.append, progress_every=3)
+    assert [int(p.update) for p in seen] == [*range(3, 31, 3), 32]  # due ones, and the last
+    assert len(callbacks) == 2
+
+
+def test_updates_per_callback_divides_the_updates():
+    from purejaxppo.engine import updates_per_callback
+
+    fast = PPOConfig(env="CartPole-v1", num_envs=4, num_steps=128, minibatch_size=128)
+    assert updates_per_callback(fast, 1, 976) == 16  # 8,192 env steps per agent
+    assert updates_per_callback(fast, 1, 1000) == 10  # the nearest divisor below
+    assert updates_per_callback(fast, 1, 97) == 1  # a prime: one callback per update
+    assert updates_per_callback(fast, 1, 3) == 3  # a short run: one callback at its end
+    assert updates_per_callback(fast, 1, 0) == updates_per_callback(fast, 1, 1) == 1
+    assert updates_per_callback(fast, 100, 1000) == 100  # progress_every, if larger
+    big = fast.replace(num_envs=64, minibatch_size=1024)  # 8,192 steps an update
+    assert updates_per_callback(big, 1, 976) == 1
+
+
 def test_same_shape_sweeps_do_not_recompile():
     from purejaxppo._engine import engine_for
 

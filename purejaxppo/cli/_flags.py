@@ -91,9 +91,9 @@ class RunDirFlags:
     config: str | None = None
     """YAML or JSON file of config fields (command-line flags override it)."""
     progress: bool = True
-    """Show a progress bar (one host callback per update for all agents together)."""
+    """Show a progress bar (fed with every update for all agents together)."""
     progress_every: int = 1
-    """Updates between progress callbacks."""
+    """Show (and track) every K-th update only."""
     devices: int | None = None
     """Shard the agents over this many devices (default: all; 1: no sharding)."""
     group_size: int | None = None

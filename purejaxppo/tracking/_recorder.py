@@ -1,6 +1,6 @@
 """The one path from the compiled program to every tracker: `Recorder`.
 
-The engine's progress callback (`Progress.agents`: every agent's values, once per update)
+The engine's progress callback (`Progress.agents`: every agent's values, for each update)
 reaches `RELAY`, which hands it to the recorders attached for the run. A `Recorder` turns
 the values into host arrays and queues them; one background thread opens the trackers'
 sessions (while the program compiles), writes every queued update and finishes the
@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from .._progress import Arrival, arrival
 from ._base import Finished, Session, TrackedRun, Tracker, TrackingWarning
 
 #: In the run directory: each tracker's session state (W&B run ids), so a resumed run
@@ -98,7 +99,7 @@ class Recorder:
         self.offset = 0
         self._queue: queue.Queue = queue.Queue()
         self._warned: set[int] = set()
-        self._clock: dict[int, tuple[float, int]] = {}  # offset -> first callback's (t, update)
+        self._clock: dict[int, tuple[float, int]] = {}  # offset -> its start (t, update)
         self._period: float | None = None  # wall seconds per update
         self._cost: dict[int, float] = {}  # tracker -> CPU seconds per write (moving mean)
         self._first: set[int] = set()  # trackers past their first write
@@ -121,7 +122,7 @@ class Recorder:
         if progress.agents is None:
             return
         values = {k: np.asarray(v) for k, v in progress.agents.items()}
-        self._queue.put((self.offset, int(progress.update), values, time.perf_counter()))
+        self._queue.put((self.offset, int(progress.update), values, arrival()))
 
     def program(self, offset: int) -> None:
         """The agents of the next program start at flat index ``offset``."""
@@ -173,18 +174,18 @@ class Recorder:
                 except OSError as e:
                     self._fail(-1, f"could not write {STATE_FILE}", e)
 
-    def _log(self, offset: int, update: int, values: dict, t: float) -> None:
+    def _log(self, offset: int, update: int, values: dict, arrived: Arrival) -> None:
         if self._last is not None and self._last[0] != offset:  # a new program: end the last
             self._flush_last()
-        t0, u0 = self._clock.setdefault(offset, (t, update))
-        if update > u0:  # wall seconds per update, for the auto strides
-            self._period = (t - t0) / (update - u0)
-        self._last = (offset, update, values, t)
+        t0, u0 = self._clock.setdefault(offset, (arrived.start, arrived.start_update))
+        if arrived.update > u0:  # wall seconds per update, for the auto strides
+            self._period = (arrived.t - t0) / (arrived.update - u0)
+        self._last = (offset, update, values, arrived)
         due = [i for i in self.sessions if update % self._stride(i) == 0]
         if due:
-            self._write_rows(offset, update, values, t, due)
+            self._write_rows(offset, update, values, arrived, due)
 
-    def _write_rows(self, offset: int, update: int, values: dict, t: float, due) -> None:
+    def _write_rows(self, offset: int, update: int, values: dict, arrived: Arrival, due):
         start = time.thread_time()
         t0, u0 = self._clock[offset]
         names = list(values)
@@ -198,8 +199,10 @@ class Recorder:
             row = {k: v for k, v, f in zip(names, row_values, ok, strict=True) if f}
             row["update"] = update
             row["env_steps"] = update * agent.steps_per_update
-            if update > u0:
-                row["steps_per_s"] = (update - u0) * agent.steps_per_update / (t - t0)
+            if arrived.update > u0:  # over whole callbacks: their updates arrive together
+                row["steps_per_s"] = (
+                    (arrived.update - u0) * agent.steps_per_update / (arrived.t - t0)
+                )
             rows.append((agent, row))
         shared = (time.thread_time() - start) / len(due)  # building the rows, split
         for i in due:
@@ -243,10 +246,10 @@ class Recorder:
         the run does)."""
         if self._last is None:
             return
-        offset, update, values, t = self._last
+        offset, update, values, arrived = self._last
         due = [i for i in self.sessions if self._written.get(i) != (offset, update)]
         if due:
-            self._write_rows(offset, update, values, t, due)
+            self._write_rows(offset, update, values, arrived, due)
 
     def _each(self, call: Callable[[Session], Any], only: int | None = None) -> None:
         for i, s in list(self.sessions.items()):
