@@ -1,5 +1,6 @@
 """Sweeps: labelled axes, the solo-equality contract, divergence isolation, one compile."""
 
+import sys
 import warnings
 
 import jax
@@ -234,3 +235,27 @@ def test_a_one_agent_sweep_is_bitwise_the_solo_run():
     state, metrics = make_train(SMALL)(jax.random.PRNGKey(3))
     assert tree_equal(jax.tree.map(lambda x: x[0], res.metrics), metrics)
     assert tree_equal(jax.tree.map(lambda x: x[0], res.state.params), state.params)
+
+
+def test_the_progress_bar_rate_counts_whole_blocks_from_the_program_start():
+    import io
+    import re
+    import time
+
+    from purejaxppo._progress import ProgramClock, Progress, deliver, pack
+    from purejaxppo.cli._progress import ProgressBar
+
+    cfg = SMALL.replace(total_timesteps=SMALL.batch_size * 16)
+    bar = ProgressBar(cfg, num_agents=2)
+    rows = np.stack([np.asarray(pack(Progress(u, 1.0, 0.0, 2.0, 2, 0, 2))) for u in range(1, 17)])
+    clock = ProgramClock()
+    clock.start = time.perf_counter() - 2.0  # the program started 2 s before its first block
+    sys.stdout, out = io.StringIO(), sys.stdout
+    try:
+        deliver(bar, (), 1, cfg.num_updates, clock, rows)  # 16 updates in one callback
+    finally:
+        sys.stdout = out
+    rate = float(re.search(r"steps/s=([\d,]+)", bar.bar.postfix).group(1).replace(",", ""))
+    # 16 updates of 2 agents in ~2 s, not 15 updates over the microseconds between the rows
+    assert 0.5 < rate / (16 * 2 * cfg.batch_size / 2.0) <= 1.0
+    bar.close()

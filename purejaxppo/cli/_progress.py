@@ -5,36 +5,34 @@ from __future__ import annotations
 
 import math
 import sys
-import time
 
 from .._config import PPOConfig
+from .._progress import arrival
 
 
 class ProgressBar:
-    """tqdm bar fed by the one-per-update `Progress` callback of the whole population."""
+    """tqdm bar fed with every update's `Progress` of the whole population (in blocks)."""
 
     def __init__(self, cfg: PPOConfig, num_agents: int):
         self.cfg = cfg
         self.steps_per_update = cfg.batch_size * num_agents
         self.bar = None  # made at the first callback, so compilation is not in its clock
-        self.start: tuple[float, int] | None = None
         self.best = -math.inf
 
     def __call__(self, p) -> None:
         from tqdm.auto import tqdm
 
         update = int(p.update)
-        now = time.perf_counter()
         if self.bar is None:
             self.bar = tqdm(total=self.cfg.num_updates, initial=update - 1, unit="update",
                             dynamic_ncols=True, file=sys.stdout)  # fmt: skip
-        if self.start is None:
-            self.start = (now, update)
         self.bar.update(update - self.bar.n)
-        t0, u0 = self.start
         post = {}
-        if update > u0:
-            post["steps/s"] = f"{(update - u0) * self.steps_per_update / (now - t0):,.0f}"
+        # over whole callbacks from the program's start: a block's updates arrive together
+        a = arrival()
+        if a.update > a.start_update and a.t > a.start:
+            rate = (a.update - a.start_update) * self.steps_per_update / (a.t - a.start)
+            post["steps/s"] = f"{rate:,.0f}"
         mean = float(p.return_mean)
         if not math.isnan(mean):
             self.best = max(self.best, float(p.return_max))
