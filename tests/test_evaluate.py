@@ -92,3 +92,19 @@ def test_tensorboard_logs_aggregates_and_per_setting_curves(trained, tmp_path):
         assert value == pytest.approx(np.nanmax(ret[:, steps[step]]))
     assert len(scalars["entropy/mean"]) == CFG.num_updates
     assert {"setting/lr_0.0003", "setting/lr_0.001"} <= set(scalars)
+
+
+def test_an_event_is_encoded_as_tensorboards_protobuf_reads_it():
+    from tensorboardX.proto.event_pb2 import Event
+    from tensorboardX.proto.summary_pb2 import Summary
+
+    from purejaxppo.rundir._events import encode_scalars
+
+    tags = ["a", "loss/é", "x" * 200, "lr=0.001 seed=3/episode_return"]  # 1- and 2-byte lengths
+    values = [0.0, -1.5, 3.4e38, 1e-45]  # zero (protobuf leaves it out), a float32 subnormal
+    for step in (0, 1, 127, 128, 300, 2**40):
+        got = Event.FromString(encode_scalars(1234.5, step, tags, values))
+        value = [Summary.Value(tag=t, simple_value=v) for t, v in zip(tags, values, strict=True)]
+        assert got == Event(wall_time=1234.5, step=step, summary=Summary(value=value))
+    with pytest.raises(ValueError, match="step"):
+        encode_scalars(1234.5, -1, tags, values)

@@ -71,6 +71,8 @@ def test_a_sweep_logs_one_wandb_run_per_agent_and_a_summary(tmp_path):
         assert r["config"]["lr"] == pytest.approx(lr) and r["config"]["seed"] == seed
         assert r["config"]["coords"] == {"lr": pytest.approx(lr), "seed": seed}
         assert r["config"]["num_envs"] == SMALL.num_envs  # the agent's full config
+        assert r["config"]["versions"]["jax"] == jax.__version__
+        assert "requirements.txt" not in r["files"]  # opt-in: WandB(requirements=True)
         history = [h for h in r["history"] if "update" in h]
         assert [h["update"] for h in history] == list(range(1, SMALL.num_updates + 1))
         assert [h["env_steps"] for h in history] == [
@@ -112,6 +114,16 @@ def test_a_resumed_sweep_continues_the_same_wandb_runs(tmp_path):
     for name, run_id in ids.items():  # the same W&B run, continued: updates 1..4 in all
         assert sorted(by_id[run_id]) == [1, 2, 3, 4], name
     assert any(r["name"].endswith("/summary") for r in runs)
+
+
+@needs_wandb
+def test_requirements_lists_the_packages_in_the_groups_first_run(tmp_path):
+    sweep(SMALL, seeds=2, tracker=offline(tmp_path, requirements=True))
+    runs = read_wandb(tmp_path)
+    assert runs["seed=0"]["files"] == ["requirements.txt"]
+    assert runs["seed=1"]["files"] == []  # once per group
+    req = Path(runs["seed=0"]["path"]).parent / "files" / "requirements.txt"
+    assert f"jax=={jax.__version__}" in req.read_text().split()
 
 
 @needs_wandb
@@ -292,11 +304,25 @@ def test_a_missing_package_is_one_line_before_compiling(monkeypatch, capsys, tmp
     assert Engine.total_compile_seconds == before and not (tmp_path / "r").exists()
 
 
+@needs_wandb
+def test_checking_for_wandb_does_not_import_it():
+    import subprocess
+
+    code = (
+        "import sys; from purejaxppo.tracking import WandB, TensorBoard; WandB().check(); "
+        "TensorBoard().check(); print(sorted({'wandb', 'tensorboardX'} & set(sys.modules)))"
+    )  # the import (~0.4 s) is the writer thread's, beside the compile
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split("\n")[-2] == "[]"
+
+
 def test_bad_tracker_arguments_are_one_line():
     with pytest.raises(TypeError, match="tracker="):
         sweep(SMALL, tracker="wandb")
     with pytest.raises(ValueError, match="mode="):
         WandB(mode="sometimes")
+    with pytest.raises(ValueError, match="requirements="):
+        WandB(requirements="yes")
     with pytest.raises(ValueError, match=r"TensorBoard\(log_dir=\.\.\.\)"):
         sweep(SMALL, tracker=TensorBoard())  # its default place is a run directory
     train = make_train(SMALL, tracker=TensorBoard("unused"))
@@ -312,7 +338,7 @@ def test_the_cli_logs_a_sweep_and_resume_continues_it(tmp_path, capsys):
             "3e-4", "--seeds", "2", "--no-progress", "--eval-episodes", "2"]  # fmt: skip
     code, out, err = cli(capsys, "sweep", *args, "--run-dir", run_dir, "--checkpoint-every", "2",
                          "--stop-at", "256", "--wandb", "tests", "--wandb-mode", "offline",
-                         "--wandb-group", "g1", "--tensorboard",
+                         "--wandb-group", "g1", "--wandb-requirements", "--tensorboard",
                          "--track-every", "1")  # fmt: skip
     assert code == 0, err
     code, out, err = cli(capsys, "sweep", "--resume", run_dir, "--no-progress")
@@ -323,6 +349,9 @@ def test_the_cli_logs_a_sweep_and_resume_continues_it(tmp_path, capsys):
     agents = {r["id"] for r in runs if r["job_type"] == "sweep"}
     assert len(agents) == 4  # --resume without --wandb continued the same four W&B runs
     assert {r["group"] for r in runs} == {"g1"}
+    # --wandb-requirements: the group's first run, in both sittings (kept for --resume)
+    listed = [r["id"] for r in runs if "requirements.txt" in r["files"]]
+    assert len(listed) == 2 and len(set(listed)) == 1
     (summary,) = [r for r in runs if r["job_type"] == "summary"]
     assert {"summary/nrows", "curves/path"} <= set(summary["summary"])
     assert summary["summary"]["agent/_type"] == "video-file"  # agent.gif, as a video

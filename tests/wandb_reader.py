@@ -45,9 +45,9 @@ def records(path: str | Path):
 
 
 def read_run(path: str | Path) -> dict:
-    """One offline run: its id, name, group, job type, config, history rows (dicts) and
-    summary, from its records."""
-    out = {"history": [], "summary": {}, "config": {}}
+    """One offline run: its id, name, group, job type, config, history rows (dicts),
+    summary and saved files' names, from its records."""
+    out = {"history": [], "summary": {}, "config": {}, "files": []}
     for r in records(path):
         kind = r.WhichOneof("record_type")
         if kind == "run":
@@ -62,6 +62,8 @@ def read_run(path: str | Path) -> dict:
             out["history"].append(
                 {"/".join(i.nested_key) or i.key: json.loads(i.value_json) for i in r.history.item}
             )
+        elif kind == "files":
+            out["files"].extend(f.path for f in r.files.files)
         elif kind == "summary":
             for item in r.summary.update:
                 out["summary"]["/".join(item.nested_key) or item.key] = json.loads(item.value_json)

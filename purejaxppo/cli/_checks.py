@@ -10,7 +10,7 @@ RESUME_FLAGS = {
     "tensorboard", "no-tensorboard", "devices", "distributed", "no-distributed",
     "coordinator-address", "num-processes", "process-id", "stop-at", "compile-cache",
     "no-compile-cache", "compile-cache-dir", "wandb", "wandb-entity", "wandb-group",
-    "wandb-mode", "wandb-tags", "track-every",
+    "wandb-mode", "wandb-tags", "wandb-requirements", "no-wandb-requirements", "track-every",
 }  # fmt: skip
 
 
@@ -65,12 +65,14 @@ def trackers_of(cmd, run_dir=None) -> list:
     tb = kept.get(TensorBoard.name, {}).get("options")
     if cmd.tensorboard or tb:
         out.append(TensorBoard(**tb) if tb and not cmd.tensorboard else TensorBoard(every=every))
-    wandb_flags = (cmd.wandb_entity, cmd.wandb_group, cmd.wandb_mode, cmd.wandb_tags)
+    wandb_flags = (cmd.wandb_entity, cmd.wandb_group, cmd.wandb_mode, cmd.wandb_tags,
+                   cmd.wandb_requirements)  # fmt: skip
     kept_wandb = kept.get(WandB.name, {}).get("options")
     if cmd.wandb is not None or any(wandb_flags):
         out.append(
             WandB(project=cmd.wandb, entity=cmd.wandb_entity, group=cmd.wandb_group,
-                  mode=cmd.wandb_mode, tags=tuple(cmd.wandb_tags), every=every)
+                  mode=cmd.wandb_mode, tags=tuple(cmd.wandb_tags), every=every,
+                  requirements=cmd.wandb_requirements)
         )  # fmt: skip
     elif kept_wandb:
         out.append(WandB(**{**kept_wandb, "tags": tuple(kept_wandb.get("tags", ()))}))

@@ -119,6 +119,9 @@ class RunDirFlags:
     disabled (default: W&B's own, $WANDB_MODE)."""
     wandb_tags: tuple[str, ...] = ()
     """Tags of every W&B run."""
+    wandb_requirements: bool = False
+    """Also list every installed package in the group's first W&B run (requirements.txt,
+    ~70 ms of CPU); each run's config has the versions of jax, purejaxppo and the like."""
     track_every: str = "auto"
     """Updates between the trackers' writes (--wandb, --tensorboard), or auto: every update
     while writing costs under 1 % of the run's time, else every k-th (the last always; the

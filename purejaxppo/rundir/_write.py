@@ -471,39 +471,32 @@ def write_tensorboard(log_dir: str | Path, result: SweepResult) -> None:
 
     healthy = ~result.diverged
     all_steps = env_steps(result)  # (*static axes, update): each program's own
-    by_step: dict[int, dict[str, float]] = {}  # one event per step with every tag
-
-    def add(tag: str, value, step) -> None:
-        by_step.setdefault(int(step), {})[tag] = float(value)
-
+    series: list[tuple[str, np.ndarray, np.ndarray]] = []  # (tag, its steps, its values)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN updates
+        static = [k for k in result.axes if k in static_field_names()]
+        for program in np.ndindex(*all_steps.shape[:-1]):  # one per static setting
+            steps = all_steps[program]
+            prefix = "".join(
+                f"{k}_{_fmt(result.axes[k][i])}/" for k, i in zip(static, program, strict=True)
+            )
+            for name, column in result.metrics.columns().items():
+                x = np.asarray(column, np.float64)[program][healthy[program]]  # (agents, U)
+                for stat, fn in (("mean", np.nanmean), ("min", np.nanmin), ("max", np.nanmax)):
+                    values = fn(x, axis=0) if x.size else np.full(len(steps), np.nan)
+                    series.append((f"{prefix}{name}/{stat}", steps, values))
+        x_of = _curve_steps(result, all_steps)
+        for label, returns in _curves(result).items():
+            tag = "setting/" + (label.replace(", ", "/").replace("=", "_") or "all")
+            series.append((tag, x_of[label], np.nanmean(returns, axis=0)))
+    # one event per step with every tag's value there (steps × tags, NaN: none)
+    kept = [np.isfinite(s) & (s >= 0) & np.isfinite(v) for _, s, v in series]
+    steps = np.unique(np.concatenate([s[k] for (_, s, _), k in zip(series, kept, strict=True)]))
+    table = np.full((len(steps), len(series)), np.nan)
+    for j, ((_, s, v), k) in enumerate(zip(series, kept, strict=True)):
+        table[np.searchsorted(steps, s[k]), j] = v[k]
     events = EventFile(log_dir)
     try:
-        import warnings
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN updates
-            static = [k for k in result.axes if k in static_field_names()]
-            for program in np.ndindex(*all_steps.shape[:-1]):  # one per static setting
-                steps = all_steps[program]
-                prefix = "".join(
-                    f"{k}_{_fmt(result.axes[k][i])}/" for k, i in zip(static, program, strict=True)
-                )
-                for name, series in result.metrics.columns().items():
-                    x = np.asarray(series, np.float64)[program]
-                    x = x[healthy[program]]  # (healthy agents, U)
-                    for stat, fn in (("mean", np.nanmean), ("min", np.nanmin), ("max", np.nanmax)):
-                        values = fn(x, axis=0) if x.size else np.full(len(steps), np.nan)
-                        for s, v in zip(steps, values, strict=True):
-                            if s >= 0 and np.isfinite(v):
-                                add(f"{prefix}{name}/{stat}", v, s)
-            x_of = _curve_steps(result, all_steps)
-            for label, returns in _curves(result).items():
-                mean = np.nanmean(returns, axis=0)
-                tag = "setting/" + (label.replace(", ", "/").replace("=", "_") or "all")
-                for s, v in zip(x_of[label], mean, strict=True):
-                    if np.isfinite(s) and np.isfinite(v):
-                        add(tag, v, s)
-        for step, values in sorted(by_step.items()):
-            events.add(step, values)
+        events.add_table(steps.astype(np.int64).tolist(), [t for t, _, _ in series], table)
     finally:
         events.close()

@@ -11,7 +11,7 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
-from ._base import Finished, TrackedAgent, TrackedRun, check_every
+from ._base import Finished, TrackedAgent, TrackedRun, check_every, installed
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,12 +31,10 @@ class TensorBoard:
         check_every("TensorBoard", self.every)
 
     def check(self) -> None:
-        try:
-            import tensorboardX  # noqa: F401
-        except ImportError:
+        if not installed("tensorboardX"):
             raise ImportError(
                 "TensorBoard logging needs tensorboardX: pip install 'purejaxppo[tb]'."
-            ) from None
+            )
 
     def check_run_dir(self, who: str, run_dir) -> None:
         """Its default place is the run directory: a run without one needs ``log_dir``."""
