@@ -120,8 +120,8 @@ def test_a_resumed_sweep_continues_the_same_wandb_runs(tmp_path):
 def test_requirements_lists_the_packages_in_the_groups_first_run(tmp_path):
     sweep(SMALL, seeds=2, tracker=offline(tmp_path, requirements=True))
     runs = read_wandb(tmp_path)
-    assert runs["seed=0"]["files"] == ["requirements.txt"]
-    assert runs["seed=1"]["files"] == []  # once per group
+    assert "requirements.txt" in runs["seed=0"]["files"]
+    assert "requirements.txt" not in runs["seed=1"]["files"]  # once per group
     req = Path(runs["seed=0"]["path"]).parent / "files" / "requirements.txt"
     assert f"jax=={jax.__version__}" in req.read_text().split()
 
