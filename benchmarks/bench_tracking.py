@@ -17,6 +17,8 @@ maze); the overhead is tracked / untracked - 1. Target: ≤ 2 %.
 * ``test_overhead_cold``: what a user sees: fresh processes alternating, each one sweep
   with its compile (no persistent cache), untracked and tracked, 64 maze agents for 6 and
   20 updates (~30 s and ~110 s); opening the W&B runs overlaps the compile here.
+* ``test_overhead_long_run``: runs of the length users train (one maze agent for the quick
+  start's 100 updates; 64 agents for 50), where fixed costs are a small share.
 * ``test_overhead_fast_env``: CartPole at PureJaxRL's config and length, where an update of
   64 agents takes ~40 ms (one agent's ~1.6 ms): the worst case for a per-update logger on a
   2-core CPU.
@@ -41,7 +43,7 @@ class Quiet:  # writes nothing: what any tracker pays (the tracked program, its 
     def state(self): return {{}}
     def log(self, update, rows): pass
     def finish(self, finished): pass
-kinds = ["none", "quiet", "tensorboard"] + (["wandb"] if importlib.util.find_spec("wandb") else [])
+kinds = {kinds} + (["wandb"] if importlib.util.find_spec("wandb") else [])
 def tracker(kind, d):
     if kind == "wandb":
         return WandB(project="bench", mode="offline", dir=d)
@@ -103,9 +105,11 @@ def test_overhead_cold(benchmark, updates):
                            overhead=overhead, rounds=times))  # fmt: skip
 
 
-def _run(benchmark, cfg: dict, agents: int, rounds: int) -> dict:
-    code = CODE.format(cfg=cfg, agents=agents, rounds=rounds)
-    return report(benchmark, benchmark.pedantic(measure, args=(code,), rounds=1, iterations=1))
+def _run(benchmark, cfg: dict, agents: int, rounds: int, quiet: bool = True, timeout=900):
+    kinds = ["none", "quiet", "tensorboard"] if quiet else ["none", "tensorboard"]
+    code = CODE.format(cfg=cfg, agents=agents, rounds=rounds, kinds=kinds)
+    run = benchmark.pedantic(measure, args=(code, timeout), rounds=1, iterations=1)
+    return report(benchmark, run)
 
 
 MAZE = {
@@ -158,6 +162,14 @@ def test_overhead_cli_quick_start(benchmark, tmp_path):
     report(benchmark, dict(agents=1, untracked_s=median["none"], overhead=overhead, rounds=times))
 
 
-def test_overhead_quick_start(benchmark):
-    """The README's quick start (one maze agent, 819,200 steps: 100 updates), warm."""
-    _run(benchmark, dict(maze="medium"), 1, rounds=3)
+@pytest.mark.parametrize("agents", [1, 64])
+def test_overhead_long_run(benchmark, agents):
+    """Runs of the quick start's length, warm: one maze agent for its 819,200 steps (100
+    updates, ~10 s; 9 rounds), and 64 agents for half of it (50 updates, ~3 min each; 2
+    rounds, no quiet tracker): what a tracker's fixed costs come to in a run of the length
+    users train (W&B opens and finishes one run per agent)."""
+    if agents == 1:
+        _run(benchmark, dict(maze="medium"), 1, rounds=9)
+    else:
+        cfg = dict(maze="medium", total_timesteps=8192 * 50)
+        _run(benchmark, cfg, 64, rounds=2, quiet=False, timeout=3400)  # 8 runs of ~3 min
