@@ -5,10 +5,10 @@ Run:  pytest benchmarks/bench_tracking.py -s   (W&B's rows need pip install '.[w
 Each round runs the same compiled sweep four times in one process, alternating: untracked,
 with a tracker that writes nothing (``quiet``: the tracked program, its callbacks and the
 recorder, which every tracker pays), with ``TensorBoard()`` and with ``WandB(mode="offline")``
-(``every="auto"``, the default). A tracked run's time is the whole `sweep` call: opening
-one W&B run per agent, every write, and finishing them (the summary run included), as a
-user waits for it. Both
-programs are compiled before the rounds, so compile time is not in any of them. Medians
+(``every="auto"``, the default; the 64-agent long run leaves out ``quiet``). A tracked
+run's time is the whole `sweep` call: opening one W&B run per agent, every write, and
+finishing them (the summary run included), as a user waits for it. Both programs are
+compiled before the rounds, so compile time is not in any of them. Medians
 over the rounds (one agent's runs are short and noisy, ±7 %: 15 rounds of CartPole, 9 of the
 maze); the overhead is tracked / untracked - 1. Target: ≤ 2 %.
 
@@ -105,7 +105,7 @@ def test_overhead_cold(benchmark, updates):
                            overhead=overhead, rounds=times))  # fmt: skip
 
 
-def _run(benchmark, cfg: dict, agents: int, rounds: int, quiet: bool = True, timeout=900):
+def _run(benchmark, cfg: dict, agents: int, rounds: int, quiet: bool = True, timeout: int = 900):
     kinds = ["none", "quiet", "tensorboard"] if quiet else ["none", "tensorboard"]
     code = CODE.format(cfg=cfg, agents=agents, rounds=rounds, kinds=kinds)
     run = benchmark.pedantic(measure, args=(code, timeout), rounds=1, iterations=1)
