@@ -4,17 +4,20 @@ Run:  PUREJAXRL_DIR=/path/to/purejaxrl pytest benchmarks/bench_vs_purejaxrl.py -
 
 ``PUREJAXRL_DIR`` is a checkout of https://github.com/luchris429/purejaxrl (the directory
 holding ``purejaxrl/ppo_continuous_action.py``). Its code needs ``flax`` and ``distrax`` in
-this venv (``pip install flax distrax``), and gymnax and brax (``pip install -e ".[brax]"``;
-their ``wrappers.py`` imports both); without the checkout or those packages every case is
-skipped, saying which is missing. ``BENCH_ROUNDS`` (default 3) sets the rounds;
-``BENCH_UPDATES`` shortens every case to that many updates, e.g. the Brax cases:
+this venv (``pip install flax distrax``) and gymnax, and the Brax cases brax
+(``pip install -e ".[brax]"``); without the checkout or those packages a case is skipped,
+saying which is missing. On a TPU machine: docs/benchmarks.md, "On a TPU".
+``BENCH_ROUNDS`` (default 3) sets the rounds; ``BENCH_UPDATES`` shortens every case to that
+many updates, e.g. the Brax cases:
 
     BENCH_UPDATES=20 BENCH_ROUNDS=2 PUREJAXRL_DIR=... \\
         pytest benchmarks/bench_vs_purejaxrl.py -s -k "hopper or inverted"
 
 Cases (`CASES`): gymnax Pendulum-v1 at 2 and 16 seeds and MountainCarContinuous-v0 at 2, on
 the Pendulum config below; Brax inverted_pendulum and hopper on their script's own Brax
-config (2,048 envs × 10 steps); ``ppo_rnn.py`` on its own CartPole config at 16 seeds.
+config (2,048 envs × 10 steps); ``ppo.py`` on its own CartPole config at 16 and 256 seeds ×
+500k steps and 2,048 seeds × 100k steps; ``ppo_rnn.py`` on its own CartPole config at 16
+seeds.
 
 Each round runs PureJaxRL, then ours, each in a fresh process (cold caches, nothing shared),
 and times the whole process (interpreter start to exit) as well as its compile and run
@@ -23,9 +26,10 @@ their own ``make_train`` over the seeds, as their README shows. Ours is
 ``PPOConfig.from_purejaxrl`` of the same dict, placed as `sweep` places the agents.
 
 Their code runs unmodified, through five documented adapters (`THEIRS`), for API drift
-only: ``wrappers.py`` imports ``navix`` at the top (a stand-in module when navix is not
-installed; only their Navix wrapper uses it); ``ppo_continuous_action.py`` builds every env
-with ``BraxGymnaxWrapper(ENV_NAME)`` (for a gymnax name it gets the gymnax env instead,
+only: ``wrappers.py`` imports ``navix`` and ``brax`` at the top (stand-in modules when they
+are not installed; only their Navix and Brax wrappers use them);
+``ppo_continuous_action.py`` builds every env with ``BraxGymnaxWrapper(ENV_NAME)`` (for a
+gymnax name it gets the gymnax env instead,
 its 1.0 step output of terminated and truncated folded back into their one ``done``, as
 older gymnax gave); its ``ClipAction`` clips to ±1 (for a gymnax env, to the env's own
 action bounds, which is what their code's own TODO asks for: Pendulum's torque is ±2); and
@@ -48,6 +52,8 @@ from typing import NamedTuple
 
 import numpy as np
 import pytest
+
+from purejaxppo._bench import PUREJAXRL_CARTPOLE
 
 pytestmark = pytest.mark.timeout(7200)
 
@@ -83,6 +89,10 @@ OUR_GRU = dict(
 )
 
 
+#: ``ppo.py``'s own config (CartPole-v1), as `purejaxppo bench --suite scaling` runs it.
+CARTPOLE = dict(PUREJAXRL_CARTPOLE)
+
+
 class Case(NamedTuple):
     module: str  # their script
     config: dict  # its config dict, given to both sides
@@ -105,6 +115,10 @@ CASES = {
         "ppo_continuous_action", {**BRAX, "ENV_NAME": "inverted_pendulum"}, 2, gymnax=False
     ),
     "hopper-2": Case("ppo_continuous_action", BRAX, 2, gymnax=False),
+    # ppo.py on its own config: the many-seeds cases of docs/benchmarks.md, "On a TPU"
+    "cartpole-16": Case("ppo", CARTPOLE, 16, gymnax=True),
+    "cartpole-256": Case("ppo", CARTPOLE, 256, gymnax=True),
+    "cartpole-2048": Case("ppo", {**CARTPOLE, "TOTAL_TIMESTEPS": 1e5}, 2048, gymnax=True),
     "rnn-cartpole-16": Case("ppo_rnn", RNN, 16, gymnax=True, ours=OUR_GRU),
     "rnn-cartpole-16-pieces": Case(
         "ppo_rnn", RNN, 16, gymnax=True, ours={**OUR_GRU, "sequence_length": 16}
@@ -116,10 +130,13 @@ CASES = {
 THEIRS = """
 import json, sys, time, types
 sys.path.insert(0, {src!r})
-try:
-    import navix  # noqa: F401
-except ImportError:  # adapter 1: their wrappers.py imports navix for one wrapper
-    sys.modules["navix"] = types.ModuleType("navix")
+for name in ("navix", "brax", "brax.envs", "brax.envs.wrappers", "brax.envs.wrappers.training"):
+    try:
+        __import__(name)
+    except ImportError:  # adapter 1: their wrappers.py imports navix and brax at the top
+        stub = types.ModuleType(name)
+        stub.EpisodeWrapper = stub.AutoResetWrapper = object  # for their Brax wrapper alone
+        sys.modules[name] = stub
 import jax, numpy as np
 import {module} as m
 
@@ -220,16 +237,17 @@ print("RESULT " + json.dumps(dict(compile_s=agents.compile_seconds,
 """
 
 
-def purejaxrl_source() -> Path:
+def purejaxrl_source(brax: bool = True) -> Path:
     """The ``purejaxrl`` package directory of ``$PUREJAXRL_DIR``, or a pytest skip saying
-    what is missing."""
+    what is missing (``brax``: the case needs Brax itself)."""
     root = os.environ.get("PUREJAXRL_DIR")
     if not root:
         pytest.skip("set PUREJAXRL_DIR to a checkout of luchris429/purejaxrl to compare")
     src = Path(root) / "purejaxrl"
     if not (src / "ppo_continuous_action.py").is_file():
         pytest.skip(f"PUREJAXRL_DIR={root}: no purejaxrl/ppo_continuous_action.py there")
-    missing = [name for name in ("flax", "distrax", "gymnax", "brax") if find_spec(name) is None]
+    needs = ("flax", "distrax", "gymnax") + (("brax",) if brax else ())
+    missing = [name for name in needs if find_spec(name) is None]
     if missing:
         pytest.skip(f"PureJaxRL's code needs {', '.join(missing)}: pip install {' '.join(missing)}")
     return src
@@ -250,8 +268,8 @@ def whole_process(code: str, timeout: int = 3600) -> dict:
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_side_by_side(benchmark, case):
-    src = purejaxrl_source()
     module, config, seeds, gymnax, ours = CASES[case]
+    src = purejaxrl_source(brax=not gymnax)
     config = dict(config)
     if os.environ.get("BENCH_UPDATES"):
         config["TOTAL_TIMESTEPS"] = (

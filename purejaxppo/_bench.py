@@ -17,6 +17,14 @@ from jax.sharding import Mesh
 from ._config import PPOConfig
 from ._engine import Engine, agent_inputs, mesh_for
 
+#: PureJaxRL's ``ppo.py`` config (its ``__main__``, without DEBUG): CartPole-v1, 4 envs ×
+#: 128 steps, 4 epochs of 4 minibatches; ``PPOConfig.from_purejaxrl`` reads it.
+PUREJAXRL_CARTPOLE = dict(
+    LR=2.5e-4, NUM_ENVS=4, NUM_STEPS=128, TOTAL_TIMESTEPS=5e5, UPDATE_EPOCHS=4,
+    NUM_MINIBATCHES=4, GAMMA=0.99, GAE_LAMBDA=0.95, CLIP_EPS=0.2, ENT_COEF=0.01, VF_COEF=0.5,
+    MAX_GRAD_NORM=0.5, ACTIVATION="tanh", ENV_NAME="CartPole-v1", ANNEAL_LR=True,
+)  # fmt: skip
+
 
 class Throughput(NamedTuple):
     """One measurement: ``agents`` agents of one config, one-update programs."""

@@ -83,11 +83,17 @@ def take(
     action: Int[Array, "*B"] | Int[Array, "*B k"],
     dims: tuple[int, ...] | None = None,
 ) -> Float[Array, "*B"]:
-    """log π(action): for k factors, the sum of the factors' log-probabilities."""
-    if _single(dims):
-        return jnp.take_along_axis(log_probs, action[..., None], axis=-1)[..., 0]
-    per_factor = jnp.take_along_axis(_factor_view(log_probs, dims), action[..., None], axis=-1)
-    return per_factor[..., 0].sum(-1)
+    """log π(action): for k factors, the sum of the factors' log-probabilities.
+
+    Selected by comparing with an iota and summing, not by indexing: the same value (the
+    other terms are exact zeros), but under `vmap` over agents an indexed read is a batched
+    gather, which XLA:TPU runs as a slow custom fusion, and whose gradient is a scatter-add
+    (docs/benchmarks.md, "On a TPU").
+    """
+    view = log_probs if _single(dims) else _factor_view(log_probs, dims)
+    hit = jnp.arange(view.shape[-1], dtype=jnp.int32) == action[..., None]
+    picked = jnp.sum(jnp.where(hit, view, 0.0), axis=-1)
+    return picked if _single(dims) else picked.sum(-1)
 
 
 def _single(dims) -> bool:

@@ -17,6 +17,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float, PRNGKeyArray
 
+from ._backend import by_platform
+
 
 class Conv2d(eqx.Module):
     """A 'valid' 2-D convolution (stride 1) computed as one matmul with a Toeplitz matrix.
@@ -45,9 +47,9 @@ class Conv2d(eqx.Module):
         _, h, w = x.shape
         h2, w2 = h - kh + 1, w - kw + 1
         if c * h * w * o * h2 * w2 <= _TOEPLITZ_MAX:
-            idx = _toeplitz_index(c, h, w, kh, kw)  # (C·H·W, H2·W2) into weight.flatten()+[0]
-            wext = jnp.concatenate([self.weight.reshape(o, -1), jnp.zeros((o, 1))], axis=1)
-            t = jnp.moveaxis(wext[:, idx], 0, 1).reshape(c * h * w, o * h2 * w2)
+            gather = functools.partial(_toeplitz_by_gather, hw=(h, w))
+            contract = functools.partial(_toeplitz_by_contraction, hw=(h, w))
+            t = by_platform(gather, contract, self.weight)
             out = x.reshape(-1) @ t
         else:
             patches = jnp.stack(
@@ -59,6 +61,33 @@ class Conv2d(eqx.Module):
 
 
 _TOEPLITZ_MAX = 4_000_000  # entries of T (16 MB of float32)
+
+
+def _toeplitz_by_gather(weight: Float[Array, "O C kh kw"], hw: tuple[int, int]) -> Array:
+    """T as ``(C·H·W, O·H2·W2)``: the kernel scattered by a constant gather (CPU)."""
+    o, c, kh, kw = weight.shape
+    (h, w), h2, w2 = hw, hw[0] - kh + 1, hw[1] - kw + 1
+    idx = _toeplitz_index(c, h, w, kh, kw)  # (C·H·W, H2·W2) into weight.flatten()+[0]
+    wext = jnp.concatenate([weight.reshape(o, -1), jnp.zeros((o, 1))], axis=1)
+    return jnp.moveaxis(wext[:, idx], 0, 1).reshape(c * h * w, o * h2 * w2)
+
+
+def _toeplitz_by_contraction(weight: Float[Array, "O C kh kw"], hw: tuple[int, int]) -> Array:
+    """The same T as a contraction of the kernel with a constant 0/1 tensor (accelerators):
+    under `vmap` over agents a gather of per-agent weights runs as a slow custom fusion on a
+    TPU (and its gradient as a scatter-add); this is one matmul. At full precision, so every
+    entry is its kernel tap exactly (a product by 1 plus zeros), as with the gather."""
+    o, c, kh, kw = weight.shape
+    (h, w), h2, w2 = hw, hw[0] - kh + 1, hw[1] - kw + 1
+    taps = c * kh * kw
+    onehot = _toeplitz_index(c, h, w, kh, kw)[None] == np.arange(taps)[:, None, None]
+    t = jnp.einsum(
+        "ok,kpq->poq",
+        weight.reshape(o, taps),
+        jnp.asarray(onehot, weight.dtype),
+        precision=jax.lax.Precision.HIGHEST,
+    )
+    return t.reshape(c * h * w, o * h2 * w2)
 
 
 @functools.cache

@@ -9,8 +9,9 @@ Where we differ from the seed system (docs/design.md):
   * one masked policy for rollout and loss, masked with a finite -1e9 (seed defect 1);
   * the value head is a scalar per example, so the value loss never broadcasts (defect 2);
   * entropy is the batch mean of the per-state entropy (defect 4);
-  * minibatches gather rows of one stored batch through a permutation; nothing is copied per
-    epoch, and observations stay uint8 (defect 5).
+  * minibatches gather rows of one stored batch through a permutation, and observations stay
+    uint8 (defect 5): on CPU nothing is copied per epoch; on accelerators one permuted copy
+    of the batch, packed into uint32 rows, per epoch (`_backend`).
 """
 
 from __future__ import annotations
@@ -25,10 +26,12 @@ import optax
 from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
+from ._backend import by_platform
 from ._config import PPOConfig
 from ._distributions import Categorical, Distribution, policy_distribution
 from ._networks import AbstractActorCritic, is_recurrent, make_network
 from ._normalize import RewardScaler, RunningStats, wanted
+from ._packing import pack_rows, unpack_rows
 from .envs import Env
 
 
@@ -217,7 +220,8 @@ def collect(cfg: PPOConfig, env: Env, state: RunnerState):
         action = dist.sample(key, p)
         # The env gets the action clipped (or squashed) into its bounds; the buffer keeps the
         # sample itself, so the stored log-prob is the one the loss recomputes.
-        env_state, out = jax.vmap(env.step)(s.env_state, dist.env_action(action))
+        with jax.named_scope("env_step"):
+            env_state, out = jax.vmap(env.step)(s.env_state, dist.env_action(action))
         ep_ret = s.episode_return + out.reward  # raw rewards: metrics never see the scaling
         ep_len = s.episode_length + 1
         sums = EpisodeSums(
@@ -404,6 +408,11 @@ def learn(
     of L steps (`sequences`), and each minibatch a random set of sequences (sequences are
     shuffled, never time steps, as in PureJaxRL's ``ppo_rnn.py``), with ``hidden`` the
     hidden states they start from.
+
+    How minibatches are cut is the backend's choice (`_backend`): on CPU each field's rows
+    are gathered per minibatch; on an accelerator every field of a row is packed into one
+    word row (`_packing`), the packed rows are permuted once per epoch and minibatches are
+    consecutive slices. Same permutation, same rows, same update either way.
     """
     tx = make_optimizer(cfg)
     # The optimiser sees all parameters as one flat vector: Adam, the clip and the gradient
@@ -425,20 +434,15 @@ def learn(
     def flat_loss(flat, mb, adv, target, mb_hidden):
         return ppo_loss(unravel(flat)[0], cfg, mb, adv, target, dist, mb_hidden)
 
-    if hidden is None:  # rows of the flat batch
-        rows, gather = cfg.batch_size, lambda x, idx: x[idx]
-    else:  # sequences: axis 1 of (L, S, ...)
-        rows, gather = batch.value.shape[1], lambda x, idx: x[:, idx]
-
     grad_fn = jax.value_and_grad(flat_loss, has_aux=True)
 
-    def minibatch(carry, idx):
+    def step(carry, mb):
+        """One minibatch's gradient step; ``mb`` is (transitions, adv, target, hidden)."""
         params, opt_state = carry
-        # Gather just this minibatch's rows: the batch itself is never copied (defect 5).
-        mb, mb_adv, mb_target = jax.tree.map(lambda x: gather(x, idx), (batch, adv, target))
-        mb_hidden = None if hidden is None else hidden[idx]
-        (loss, info), grads = grad_fn(params, mb, mb_adv, mb_target, mb_hidden)
-        updates, new_opt_state = tx.update(grads, opt_state, params)
+        with jax.named_scope("loss_and_grad"):
+            (loss, info), grads = grad_fn(params, *mb)
+        with jax.named_scope("optimizer"):
+            updates, new_opt_state = tx.update(grads, opt_state, params)
         # A non-finite loss or gradient skips the step: the agent keeps its last finite
         # parameters and optimiser state instead of turning into NaN, and the skip is counted
         # (metrics.skipped_steps), so a diverging agent is visible and stays inert.
@@ -448,17 +452,50 @@ def learn(
         info = info._replace(grad_norm=jnp.linalg.norm(grads), skipped=1.0 - finite)
         return (params, opt_state), info
 
-    def epoch(carry, key):
-        perm = shuffle(key, rows)
-        return jax.lax.scan(minibatch, carry, perm.reshape(cfg.num_minibatches, -1))
+    # Rows are transitions (axis 0 of the flat batch) or sequences (axis 1 of (L, S, ...)).
+    axis = 0 if hidden is None else 1
+    rows = batch.value.shape[axis]
+    data = (batch, adv, target)
+
+    def gathered(carry, keys):  # CPU: each field's rows, per minibatch
+        def epoch(carry, key):
+            with jax.named_scope("shuffle"):
+                perm = shuffle(key, rows)
+
+            def minibatch(carry, idx):
+                # Just this minibatch's rows: the batch itself is never copied (defect 5).
+                with jax.named_scope("gather"):
+                    mb = jax.tree.map(lambda x: x[idx] if axis == 0 else x[:, idx], data)
+                    mb_hidden = None if hidden is None else hidden[idx]
+                return step(carry, (*mb, mb_hidden))
+
+            return jax.lax.scan(minibatch, carry, perm.reshape(cfg.num_minibatches, -1))
+
+        return jax.lax.scan(epoch, carry, keys, unroll=EPOCH_UNROLL)
+
+    def packed(carry, keys):  # accelerators: packed rows, permuted once per epoch
+        rows_first = jax.tree.map(lambda x: jnp.moveaxis(x, axis, 0), (batch, adv, target))
+        words, layout = pack_rows((*rows_first, hidden))
+
+        def epoch(carry, key):
+            with jax.named_scope("shuffle"):
+                shuffled = words[shuffle(key, rows)]  # one gather of whole rows per epoch
+
+            def minibatch(carry, mb_words):
+                with jax.named_scope("gather"):
+                    *fields, mb_hidden = unpack_rows(mb_words, layout)
+                    fields = jax.tree.map(lambda x: jnp.moveaxis(x, 0, axis), tuple(fields))
+                return step(carry, (*fields, mb_hidden))
+
+            per = shuffled.reshape(cfg.num_minibatches, -1, layout.words)
+            return jax.lax.scan(minibatch, carry, per)
+
+        return jax.lax.scan(epoch, carry, keys)
 
     key, epoch_key = jax.random.split(state.key)
-    (flat_params, opt_state), info = jax.lax.scan(
-        epoch,
-        (flat_params, jax.tree.map(pad, state.opt_state)),
-        jax.random.split(epoch_key, cfg.update_epochs),
-        unroll=EPOCH_UNROLL,
-    )
+    carry = (flat_params, jax.tree.map(pad, state.opt_state))
+    epoch_keys = jax.random.split(epoch_key, cfg.update_epochs)
+    (flat_params, opt_state), info = by_platform(gathered, packed, carry, epoch_keys)
     opt_state = jax.tree.map(unpad, opt_state)
     state = dataclasses.replace(state, params=unravel(flat_params)[0], opt_state=opt_state, key=key)
     skipped = jnp.sum(info.skipped).astype(jnp.int32)
@@ -545,25 +582,29 @@ def update_step(cfg: PPOConfig, env: Env, state: RunnerState) -> tuple[RunnerSta
         )
         state = dataclasses.replace(state, env_state=env_state, key=key)
     hidden = state.hidden  # recurrent: where the loss re-runs each env's sequence from
-    state, traj, sums = collect(cfg, env, state)
-    next_values = bootstrap_values(traj, state)
-    adv, target = gae(
-        traj.reward,
-        traj.value,
-        next_values,
-        traj.terminated,
-        traj.done,
-        cfg.gamma,
-        cfg.gae_lambda,
-    )
+    # The named scopes label each phase's ops in a profile (docs/benchmarks.md, "On a TPU").
+    with jax.named_scope("rollout"):
+        state, traj, sums = collect(cfg, env, state)
+    with jax.named_scope("gae"):
+        next_values = bootstrap_values(traj, state)
+        adv, target = gae(
+            traj.reward,
+            traj.value,
+            next_values,
+            traj.terminated,
+            traj.done,
+            cfg.gamma,
+            cfg.gae_lambda,
+        )
     traj = traj._replace(final_obs=None, final_hidden=None)  # valued above
     dist = policy_distribution(cfg, env)
-    if hidden is None:  # minibatches of transitions
-        flat = jax.tree.map(lambda x: x.reshape(cfg.batch_size, *x.shape[2:]), traj)
-        state, info = learn(cfg, state, flat, adv.reshape(-1), target.reshape(-1), dist)
-    else:  # minibatches of env sequences
-        seqs, seq_adv, seq_target, starts = sequences(cfg, traj, adv, target, hidden)
-        state, info = learn(cfg, state, seqs, seq_adv, seq_target, dist, starts)
+    with jax.named_scope("learn"):
+        if hidden is None:  # minibatches of transitions
+            flat = jax.tree.map(lambda x: x.reshape(cfg.batch_size, *x.shape[2:]), traj)
+            state, info = learn(cfg, state, flat, adv.reshape(-1), target.reshape(-1), dist)
+        else:  # minibatches of env sequences
+            seqs, seq_adv, seq_target, starts = sequences(cfg, traj, adv, target, hidden)
+            state, info = learn(cfg, state, seqs, seq_adv, seq_target, dist, starts)
     explained = 1.0 - jnp.var(target - traj.value) / jnp.var(target)
     count = sums.count
     metrics = Metrics(

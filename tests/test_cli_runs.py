@@ -6,8 +6,10 @@ Tests that train (end-to-end runs) are in the slow tier; the refusals, the messa
 readers of committed run directories are in the fast one."""
 
 import json
+import re
 import shutil
 import time
+from importlib.util import find_spec
 from pathlib import Path
 
 import numpy as np
@@ -395,11 +397,21 @@ def test_pbt_stop_at_then_resume_equals_the_uninterrupted_run(pbt_dir, tmp_path,
             np.testing.assert_array_equal(a[name], b[name], err_msg=name)
 
 
-@pytest.mark.slow  # compiles and times the medium maze for one agent (~10 s)
-def test_the_gpu_suite_keeps_to_its_budget_on_any_backend(capsys):
-    """`bench --suite gpu` with a budget its first row uses up: every later count, and the
-    full run of 256 agents, are skipped (the full run once ran unbudgeted when its row was)."""
+@pytest.mark.slow  # compiles and times the medium maze and CartPole for one agent (~20 s)
+def test_the_scaling_suite_keeps_to_its_budget_on_any_backend(capsys):
+    """`bench --suite scaling` with a budget its first row uses up: every later count, and
+    the full run of 256 agents, are skipped (the full run once ran unbudgeted when its row
+    was); each table's first row still runs. `--suite gpu`, the old name, runs it and says
+    it is going."""
     code, out, err = cli(capsys, "bench", "--suite", "gpu", "--budget-s", "1", "--updates", "1")
     assert code == 0, err
-    assert out.count("skipped: estimated") == 4  # 64, 256, 1024 and 4096 agents
-    assert "full run, 256 agents: skipped (its timing row was skipped)" in out
+    assert "--suite gpu is now --suite scaling" in err
+    maze, _, cartpole = out.partition("purejaxppo bench: CartPole-v1")
+    assert maze.count("skipped: estimated") == 4  # 64, 256, 1024 and 4096 agents
+    assert "full run, 256 agents: skipped (its timing row was skipped)" in maze
+    if find_spec("gymnax") is None:
+        assert "CartPole rows skipped: they need gymnax" in out
+    else:  # PureJaxRL's config: 1 agent timed, 256 and 2048 skipped
+        assert "(PureJaxRL's ppo.py config)" in cartpole
+        assert re.search(r"^\s+1\s+1\*", cartpole, re.M)
+        assert cartpole.count("skipped: estimated") == 2

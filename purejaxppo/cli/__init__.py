@@ -5,7 +5,8 @@ documented in ``--help`` from the field's docstring; ``--config FILE.yaml|json``
 them from a file (flags given on the command line win). ``train`` and ``sweep`` write a run
 directory (see `purejaxppo.rundir`), ``pbt`` a PBT run directory (`purejaxppo.rundir`);
 ``eval RUN_DIR`` evaluates it; ``bench`` prints a table
-of compile time and steps/s at several agent counts (``--suite gpu`` for the GPU benchmark).
+of compile time and steps/s at several agent counts (``--suite scaling``: many agents on one
+device, any backend).
 """
 
 from __future__ import annotations

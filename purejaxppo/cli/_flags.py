@@ -242,9 +242,10 @@ class BenchCmd(ConfigFlags):
     device), e.g. --group-sizes 1 4 16 64; the default width is always timed."""
     updates: int = 2
     """Timed updates per count (after compiling)."""
-    suite: Literal["none", "gpu"] = "none"
-    """gpu: the GPU benchmark (medium maze, 1/64/256/1024/4096 agents, plus 256 agents'
-    full 819,200-step run), sized for about 5 minutes on one GPU."""
+    suite: Literal["none", "scaling", "gpu"] = "none"
+    """scaling: many agents on one device, any backend (medium maze at 1/64/256/1024/4096
+    agents, 256 agents' full 819,200-step run, then PureJaxRL's CartPole config at
+    1/256/2048 agents), sized for about 5 minutes on a TPU v5e chip; gpu: its old name."""
     budget_s: float = 300.0
     """Skip counts whose estimated time would exceed what is left of this budget."""
     devices: int | None = None

@@ -147,10 +147,8 @@ class LayoutGenerator(Generator):
         # `bits % n` is biased by at most n / 2**32 (< 1e-8 for any real layout).
         key, sub = jax.random.split(key)
         bits = jax.random.bits(sub, (2,), jnp.uint32)
-        starts = jnp.asarray(self.layout.starts)
-        targets = jnp.asarray(self.layout.targets)
-        s = starts[(bits[0] % len(starts)).astype(jnp.int32)]
-        t = targets[(bits[1] % len(targets)).astype(jnp.int32)]
+        s = _pick(self.layout.starts, (bits[0] % len(self.layout.starts)).astype(jnp.int32))
+        t = _pick(self.layout.targets, (bits[1] % len(self.layout.targets)).astype(jnp.int32))
         return State(
             agent_position=Position(row=s[0], col=s[1]),
             target_position=Position(row=t[0], col=t[1]),
@@ -159,3 +157,11 @@ class LayoutGenerator(Generator):
             key=key,
             step_count=jnp.array(0, jnp.int32),
         )
+
+
+def _pick(cells, i) -> jax.Array:
+    """``cells[i]`` (a constant table of (row, col)) by comparison, not indexing: under
+    `vmap` an index per env is a gather, which a TPU runs slowly (docs/benchmarks.md)."""
+    table = jnp.asarray(cells, jnp.int32)
+    hit = jnp.arange(len(table)) == i
+    return jnp.sum(jnp.where(hit[:, None], table, 0), axis=0)

@@ -47,7 +47,7 @@ class JumanjiMaze(Env):
             from jumanji.environments.routing.maze.generator import RandomGenerator
 
             generator = RandomGenerator(num_rows=resolved[0], num_cols=resolved[1])
-        self.env = jumanji.environments.Maze(generator=generator, time_limit=time_limit)
+        self.env = _Maze(generator=generator, time_limit=time_limit)
         self.num_actions = int(self.env.action_spec.num_values)
         h, w = self.env.num_rows, self.env.num_cols
         self.view = view
@@ -195,6 +195,55 @@ class JumanjiMaze(Env):
             key=key,
         )
         return state, self.env._observation_from_state(state)
+
+
+class _Maze(jumanji.environments.Maze):
+    """Jumanji's ``Maze``, the same dynamics (tested against it, step by step), with its
+    per-env indexing written as comparisons: the wall beside the agent (`walls[row, col]`)
+    and the chosen action's legality (``action_mask[action]``). Under `vmap` over envs each
+    index is a gather, which a TPU runs as a slow custom fusion (docs/benchmarks.md, "On a
+    TPU")."""
+
+    def _compute_action_mask(self, walls: Array, agent_position) -> Bool[Array, " 4"]:
+        rows = jnp.arange(self.num_rows)[:, None]
+        cols = jnp.arange(self.num_cols)[None, :]
+        legal = []
+        for dr, dc in _MOVES:
+            row, col = agent_position.row + dr, agent_position.col + dc
+            inside = (row >= 0) & (row < self.num_rows) & (col >= 0) & (col < self.num_cols)
+            legal.append(inside & ~jnp.any(walls & (rows == row) & (cols == col)))
+        return jnp.stack(legal)
+
+    def step(self, state, action):
+        from jumanji.environments.routing.maze.types import Position, State
+        from jumanji.types import termination, transition
+
+        # An illegal move (into a wall or off the grid) is a no-op (action 4), as in Jumanji.
+        legal = jnp.any(state.action_mask & (jnp.arange(4) == action))
+        action = jax.lax.select(legal, action, 4)
+        dr = jnp.where(action == 0, -1, jnp.where(action == 2, 1, 0))
+        dc = jnp.where(action == 1, 1, jnp.where(action == 3, -1, 0))
+        pos = state.agent_position
+        agent_position = Position(row=pos.row + dr, col=pos.col + dc)
+        action_mask = self._compute_action_mask(state.walls, agent_position)
+        state = State(
+            agent_position=agent_position,
+            target_position=state.target_position,
+            walls=state.walls,
+            action_mask=action_mask,
+            key=state.key,
+            step_count=state.step_count + 1,
+        )
+        observation = self._observation_from_state(state)
+        target_reached = state.agent_position == state.target_position
+        done = ~jnp.any(action_mask) | target_reached | (state.step_count >= self.time_limit)
+        reward = jnp.array(target_reached, float)
+        timestep = jax.lax.cond(done, termination, transition, reward, observation)
+        return state, timestep
+
+
+#: Jumanji's moves, (row, col) offsets of actions 0–3: up, right, down, left.
+_MOVES = ((-1, 0), (0, 1), (1, 0), (0, -1))
 
 
 class MazePool(NamedTuple):

@@ -1,0 +1,182 @@
+"""The backend choices (`purejaxppo._backend`): each accelerator path computes what the CPU
+path computes, and each platform's program gets its own path.
+
+The accelerator paths cannot run here (no accelerator in CI), so they are run on the CPU by
+choosing them explicitly, and compared with the CPU paths; which path a platform's program
+holds is checked on programs exported for that platform (`jax.export`).
+"""
+
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conftest import needs_gymnax
+
+from purejaxppo import PPOConfig, _networks, _ppo, make_train
+from purejaxppo._backend import by_platform
+from purejaxppo._distributions import _factor_view, masked_log_probs, take
+from purejaxppo._engine import Engine, batched
+from purejaxppo._networks import _toeplitz_by_contraction, _toeplitz_by_gather
+from purejaxppo._packing import pack_rows, unpack_rows
+
+
+def bits(x) -> np.ndarray:
+    return np.asarray(x).view(np.uint8)
+
+
+def test_packed_rows_unpack_bit_for_bit_in_any_row_order():
+    k = jax.random.split(jax.random.PRNGKey(0), 5)
+    tree = {
+        "f32": jnp.array([np.nan, -0.0, np.inf, 1.5, -2.0, 3e-39, 7.0], jnp.float32),
+        "obs": jax.random.randint(k[0], (7, 3, 10, 10), 0, 256).astype(jnp.uint8),
+        "odd_u8": jax.random.randint(k[1], (7, 5), 0, 256).astype(jnp.uint8),  # pads a word
+        "mask": jax.random.uniform(k[2], (7, 3)) > 0.5,
+        "i32": jax.random.randint(k[3], (7, 2), -(2**31), 2**31 - 1),
+        "bf16": jax.random.normal(k[4], (7, 3)).astype(jnp.bfloat16),
+        "none": None,  # absent fields stay absent
+    }
+    words, layout = pack_rows(tree)
+    assert words.dtype == jnp.uint32 and words.shape == (7, layout.words)
+    # 1 + 75 + 2 + 1 + 2 + 2 words: small dtypes share words, leaf by leaf
+    assert layout.words == 83
+    order = np.array([3, 1, 0, 6, 5, 4, 2])
+    for rows, out in (
+        (np.arange(7), unpack_rows(words, layout)),
+        (order, unpack_rows(words[order], layout)),
+    ):
+        assert out["none"] is None
+        for name, x in tree.items():
+            if x is not None:
+                assert out[name].dtype == x.dtype and out[name].shape == x.shape, name
+                np.testing.assert_array_equal(bits(out[name]), bits(np.asarray(x)[rows]), name)
+
+
+def test_action_log_prob_is_the_indexed_one_exactly():
+    k1, k2, k3 = jax.random.split(jax.random.PRNGKey(1), 3)
+    mask = jax.random.uniform(k1, (500, 7)) > 0.3
+    lp = masked_log_probs(jax.random.normal(k2, (500, 7)), mask)
+    a = jax.random.randint(k3, (500,), 0, 7)
+    np.testing.assert_array_equal(take(lp, a), jnp.take_along_axis(lp, a[:, None], -1)[:, 0])
+    dims = (3, 4)  # factorised: the sum of each factor's log-prob
+    lp = masked_log_probs(jax.random.normal(k2, (500, 7)), jnp.ones((500, 7), bool), dims)
+    a = jnp.stack([a % 3, a % 4], -1)
+    want = jnp.take_along_axis(_factor_view(lp, dims), a[..., None], -1)[..., 0].sum(-1)
+    np.testing.assert_array_equal(take(lp, a, dims), want)
+
+
+def test_the_convolution_matrix_by_contraction_is_the_gathered_one():
+    w = jax.random.normal(jax.random.PRNGKey(2), (6, 2, 3, 3, 3))  # 6 agents' kernels
+    gathered = jax.vmap(lambda w: _toeplitz_by_gather(w, (10, 10)))(w)
+    contracted = jax.vmap(lambda w: _toeplitz_by_contraction(w, (10, 10)))(w)
+    assert gathered.shape == (6, 300, 2 * 64)
+    np.testing.assert_array_equal(contracted, gathered)  # each entry a tap times 1, plus zeros
+
+    def loss(w, build):
+        return jnp.sum(jnp.sin(build(w, (10, 10))))
+
+    np.testing.assert_allclose(
+        jax.grad(loss)(w[0], _toeplitz_by_contraction),
+        jax.grad(loss)(w[0], _toeplitz_by_gather),
+        rtol=1e-5,
+        atol=1e-6,
+    )
+
+
+def accelerator_path(monkeypatch):
+    """Run the accelerators' choices on this CPU."""
+
+    def choose(cpu, accelerator, *args):
+        return accelerator(*args)
+
+    monkeypatch.setattr(_ppo, "by_platform", choose)
+    monkeypatch.setattr(_networks, "by_platform", choose)
+
+
+def cartpole(**kw):
+    return PPOConfig(env="CartPole-v1", num_envs=4, num_steps=32, minibatch_size=32,
+                     update_epochs=2, total_timesteps=3 * 128, **kw)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        pytest.param(
+            PPOConfig(
+                num_envs=4,
+                num_steps=64,
+                minibatch_size=64,
+                update_epochs=2,
+                total_timesteps=3 * 256,
+            ),
+            id="maze",
+        ),  # fmt: skip
+        # a longer check each: the slow tier keeps the fast one short
+        pytest.param(cartpole(), id="cartpole", marks=[needs_gymnax, pytest.mark.slow]),
+        pytest.param(
+            cartpole(network="gru", hidden_size=8, conv_channels=(), sequence_length=8),
+            id="gru-sequences",
+            marks=[needs_gymnax, pytest.mark.slow],
+        ),
+    ],
+)
+def test_the_accelerator_path_trains_what_the_cpu_path_trains(cfg, monkeypatch):
+    """Packed rows permuted once per epoch (and the contraction-built convolution) against
+    a gather per field per minibatch: the same rows in the same order, so the same update,
+    to float rounding (two programs; on the project's CPUs bitwise)."""
+    from purejaxppo import _engine
+
+    key = jax.random.PRNGKey(3)
+    monkeypatch.setattr(_engine, "_ENGINES", {})
+    cpu_state, cpu_metrics = make_train(cfg)(key)
+    accelerator_path(monkeypatch)
+    monkeypatch.setattr(_engine, "_ENGINES", {})
+    acc_state, acc_metrics = make_train(cfg)(key)
+    for a, b in zip(
+        jax.tree.leaves(acc_state.params), jax.tree.leaves(cpu_state.params), strict=True
+    ):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    for name in ("policy_loss", "value_loss", "entropy", "approx_kl", "grad_norm"):
+        np.testing.assert_allclose(
+            getattr(acc_metrics, name), getattr(cpu_metrics, name), rtol=1e-4, atol=1e-6
+        )
+    np.testing.assert_array_equal(acc_metrics.episodes, cpu_metrics.episodes)  # same rollouts
+
+
+def test_each_platform_program_holds_its_own_branch():
+    def f(x):
+        return by_platform(lambda x: x + 1.0, lambda x: x * 3.0, x)
+
+    assert float(jax.jit(f)(2.0)) == 3.0  # this CPU
+    x = jax.ShapeDtypeStruct((), jnp.float32)
+    for platforms, op, other in ((("cpu",), "add", "multiply"), (("tpu",), "multiply", "add")):
+        text = jax.export.export(jax.jit(f), platforms=platforms)(x).mlir_module()
+        assert f"stablehlo.{op}" in text and f"stablehlo.{other}" not in text, platforms
+
+
+def per_agent_gathers(cfg: PPOConfig, platform: str) -> list[str]:
+    """The name scopes of the gathers whose indices differ per agent (``operand_batching_dims``)
+    in the 8-agent training program exported for ``platform``."""
+    engine = Engine(cfg, mesh=False)
+    args = (jax.random.split(jax.random.PRNGKey(0), 8), batched(cfg.traced(), 8))
+    shapes = jax.tree.map(lambda x: jax.ShapeDtypeStruct(jnp.shape(x), jnp.result_type(x)), args)
+    exported = jax.export.export(jax.jit(engine.program("train", 8)), platforms=(platform,))
+    text = exported(*shapes).mlir_module()
+    locations = dict(re.findall(r"^(#loc\d+) = (.*)$", text, re.M))
+    return [
+        locations.get(re.findall(r"loc\((#loc\d+)\)", line)[-1], "")
+        for line in text.splitlines()
+        if '"stablehlo.gather"' in line and "operand_batching_dims" in line
+    ]
+
+
+def test_on_a_tpu_the_only_per_agent_gather_is_the_epochs_permutation():
+    """On a TPU a gather with per-agent indices costs ~10 ns per index (docs/benchmarks.md,
+    "On a TPU"); the maze program keeps one, permuting each epoch's packed rows. The CPU's
+    program gathers each field per minibatch, and in the env and the network."""
+    cfg = PPOConfig(num_envs=4, num_steps=32, minibatch_size=32, update_epochs=2,
+                    total_timesteps=256)  # fmt: skip
+    tpu = per_agent_gathers(cfg, "tpu")
+    assert len(tpu) == 1 and "shuffle/gather" in tpu[0], tpu
+    assert len(per_agent_gathers(cfg, "cpu")) > 5
