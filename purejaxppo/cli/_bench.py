@@ -91,7 +91,7 @@ def table(cfg: PPOConfig, counts, cmd: BenchCmd, mesh, start: float, label: str 
                 )
                 if estimate > left:
                     print(f"{count:>7} skipped: estimated {estimate:.0f} s > {left:.0f} s left")
-                    return rows
+                    break
             row = time_updates(cfg, count, cmd.updates, mesh, group_size=width)
             rows.append(row)
             label = f"{row.group_size}" + ("*" if width is None else "")
