@@ -26,9 +26,8 @@ from purejaxppo import PPOConfig
 from purejaxppo._engine import Engine
 from purejaxppo._pbt import PBTCarry, check_pbt_args
 from purejaxppo._search import initial_population
-CARTPOLE = dict(LR=2.5e-4, NUM_ENVS=4, NUM_STEPS=128, TOTAL_TIMESTEPS=5e5, UPDATE_EPOCHS=4,
-    NUM_MINIBATCHES=4, GAMMA=0.99, GAE_LAMBDA=0.95, CLIP_EPS=0.2, ENT_COEF=0.01, VF_COEF=0.5,
-    MAX_GRAD_NORM=0.5, ACTIVATION="tanh", ENV_NAME="CartPole-v1", ANNEAL_LR=True)
+from purejaxppo._bench import PUREJAXRL_CARTPOLE
+CARTPOLE = PUREJAXRL_CARTPOLE  # PureJaxRL's ppo.py config
 cfg = PPOConfig.from_purejaxrl(CARTPOLE)
 N, INTERVAL, GENS, ROUNDS = 64, 10, 4, 7
 ranges = dict(lr=(1e-5, 1e-2), ent_coef=(0.0, 0.05))

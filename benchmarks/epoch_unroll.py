@@ -17,13 +17,11 @@ import jax
 import numpy as np
 
 from purejaxppo import PPOConfig, _ppo
+from purejaxppo._bench import PUREJAXRL_CARTPOLE
 from purejaxppo._xla_cpu import compiler_options, unrolled_threefry
 from purejaxppo.envs import make_env
 
-CARTPOLE = dict(LR=2.5e-4, NUM_ENVS=4, NUM_STEPS=128, TOTAL_TIMESTEPS=5e5, UPDATE_EPOCHS=4,
-                NUM_MINIBATCHES=4, GAMMA=0.99, GAE_LAMBDA=0.95, CLIP_EPS=0.2, ENT_COEF=0.01,
-                VF_COEF=0.5, MAX_GRAD_NORM=0.5, ACTIVATION="tanh", ENV_NAME="CartPole-v1",
-                ANNEAL_LR=True)  # fmt: skip
+CARTPOLE = PUREJAXRL_CARTPOLE  # PureJaxRL's ppo.py config
 
 
 def main() -> None:

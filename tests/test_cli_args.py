@@ -30,10 +30,19 @@ def test_help_lists_the_fields(capsys):
     assert code == 0 and "--sweep.lr" in out and "--search" in out
 
 
-@pytest.mark.parametrize("args", [["eval", "/nonexistent-run-dir"], ["bench", "--updates", "0"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["eval", "/nonexistent-run-dir"],
+        ["bench", "--updates", "0"],
+        ["bench", "--suite", "scaling", "--updates", "0"],
+    ],
+)
 def test_eval_and_bench_refuse_bad_input_before_compiling(capsys, args):
     code, _, err = cli(capsys, *args)
     assert code == 2 and err.startswith("purejaxppo ")
+    assert "--updates" in err or "eval" in args[0], err  # names the field
+    assert len(err.strip().splitlines()) == 1, err  # one line, no traceback
 
 
 @pytest.mark.slow  # a longer check: the slow tier keeps the fast one under 5 min
