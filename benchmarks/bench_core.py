@@ -45,7 +45,7 @@ def test_reference_design_python_loop_medium(benchmark):
     code = f"""
     import json, time, jax, jax.numpy as jnp
     from purejaxppo import PPOConfig
-from purejaxppo import _ppo
+    from purejaxppo import _ppo
     from purejaxppo.envs import make_env
     cfg = {MEDIUM}
     hp, env = cfg.traced(), make_env(cfg)
@@ -101,7 +101,7 @@ def test_rollout_buffer_bytes(benchmark):
     code = f"""
     import json, jax, numpy as np
     from purejaxppo import PPOConfig
-from purejaxppo import _ppo
+    from purejaxppo import _ppo
     from purejaxppo.envs import make_env
     cfg = {MEDIUM}
     hp, env = cfg.traced(), make_env(cfg)

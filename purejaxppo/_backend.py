@@ -19,6 +19,9 @@ agents side by side        ~16 MFLOP per group                    every agent at
 (`_groups`)                (`default_group_size`)                 (memory permitting)
 compiler options,          O1, threefry unrolled below jax 0.11   the defaults
 PRNG lowering (`_xla_cpu`)
+float32 matrix products    float32, whatever the setting          ``cfg.matmul_precision``:
+(`matmul_precision`)                                              "default" is one bfloat16 pass
+                                                                  on a TPU
 =========================  =====================================  ================================
 
 Why they differ: XLA:CPU pays per kernel launch and handles an indexed read (a gather) as
@@ -28,6 +31,7 @@ makes of one agent's indexing) runs as a slow custom fusion that costs per index
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -39,3 +43,49 @@ def by_platform(cpu: Callable[..., Any], accelerator: Callable[..., Any], *args:
     platform. Both must return the same shapes and dtypes; only the chosen one is compiled
     (`jax.lax.platform_dependent`), so a program for one platform carries no dead branch."""
     return jax.lax.platform_dependent(*args, cpu=cpu, default=accelerator)
+
+
+def matmul_precision(precision: str) -> contextlib.AbstractContextManager:
+    """The context a program's matrix products are traced in: ``"default"`` leaves the
+    backend's (or the caller's own `jax.default_matmul_precision`); ``"high"`` or
+    ``"highest"`` set it. jax reads it when each product is traced, so it applies under a
+    caller's own `jit` or `vmap` too."""
+    if precision == "default":
+        return contextlib.nullcontext()
+    return jax.default_matmul_precision(precision)
+
+
+def ran_on() -> dict:
+    """Where this process trains: backend, device kind and count, processes, versions. Run
+    directories record it (``config.json``'s ``ran_on``), so a run moved between a TPU and a
+    CPU says where each part ran."""
+    import jaxlib
+
+    from . import __version__
+
+    device = jax.devices()[0]
+    return {
+        "backend": device.platform,
+        "device_kind": device.device_kind,
+        "device_count": jax.device_count(),
+        "process_count": jax.process_count(),
+        "jax": jax.__version__,
+        "jaxlib": jaxlib.__version__,
+        "purejaxppo": __version__,
+    }
+
+
+def describe_place(place: dict) -> str:
+    """``ran_on()`` in a few words: "tpu (TPU v5 lite × 1), jax 0.10.2"."""
+    return (
+        f"{place.get('backend', '?')} ({place.get('device_kind', '?')} × "
+        f"{place.get('device_count', '?')}), jax {place.get('jax', '?')}"
+    )
+
+
+def devices_line() -> str:
+    """This process's devices for a banner: "cpu × 2 device(s)", "TPU v5 lite × 1"."""
+    device, count = jax.devices()[0], jax.device_count()
+    if device.platform == "cpu":
+        return f"cpu × {count} device(s)"
+    return f"{device.device_kind} × {count}"

@@ -25,6 +25,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 
 import jax
 
+from ._backend import ran_on
 from ._engine import Engine, any_process
 from .rundir._format import (
     CheckpointError,
@@ -144,7 +145,7 @@ def open_run(
             if isinstance(ours, dict) and isinstance(theirs, dict):  # fields added since
                 added = {k: v for k, v in config_defaults().items() if k in ours}
                 stored["config"] = {**added, **theirs}
-            skip = {"run", *(settings or {})}
+            skip = {"run", "ran_on", *(settings or {})}
             if stored.get("env") != spec.get("env"):
                 raise CheckpointError(
                     f"{run_dir}: this {_WHAT[kind]} was trained on {stored.get('env')!r}, "
@@ -160,7 +161,8 @@ def open_run(
         else:
             run_id = uuid.uuid4().hex
             if jax.process_index() == 0:
-                text = json.dumps({**spec, **(settings or {}), "run": run_id}, indent=1)
+                stored = {**spec, **(settings or {}), "ran_on": ran_on(), "run": run_id}
+                text = json.dumps(stored, indent=1)
                 atomic_write(path, text.encode())
         yield RunFiles(Path(run_dir), {kind: spec, "run": run_id})
 

@@ -51,6 +51,8 @@ TRACED_FIELDS = (
 
 #: Traced fields that only shape the initial state: changing them mid-run (PBT) does nothing.
 INIT_ONLY_FIELDS = ("log_std_init",)
+#: ``matmul_precision``'s values (jax's names: `jax.default_matmul_precision`).
+MATMUL_PRECISIONS = ("default", "high", "highest")
 
 
 class PPOConfig(eqx.Module):
@@ -162,6 +164,11 @@ class PPOConfig(eqx.Module):
     normalize_reward: bool | None = eqx.field(default=None, static=True)
     """Scale rewards by the running std of the discounted return, per agent (PureJaxRL's
     NormalizeVecReward); metrics still report raw returns. None: as ``normalize_obs``."""
+    matmul_precision: str = eqx.field(default="default", static=True)
+    """Precision of the networks' float32 matrix products while training: "default" (the
+    backend's: float32 on a CPU, one bfloat16 pass on a TPU, as PureJaxRL and most JAX code
+    run), "high" (three bfloat16 passes) or "highest" (float32 on every backend). On a CPU
+    all three compute the same; docs/guide.md ("On a TPU or GPU") has what each costs."""
 
     # ---- traced: numeric leaves, vmappable -----------------------------------------------
     lr: float = 3e-4
@@ -432,6 +439,8 @@ def _validate(c: PPOConfig) -> None:
         _fail("network", c.network, f"use one of {list(NETWORKS)}.")
     if c.activation not in ACTIVATIONS:
         _fail("activation", c.activation, f"use one of {list(ACTIVATIONS)}.")
+    if c.matmul_precision not in MATMUL_PRECISIONS:
+        _fail("matmul_precision", c.matmul_precision, f"use one of {list(MATMUL_PRECISIONS)}.")
     _check_recurrent(c)
     for name in ("squash_actions", "state_dependent_std"):
         if not isinstance(getattr(c, name), bool):

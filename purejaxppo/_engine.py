@@ -309,23 +309,37 @@ class Engine:
         """Compile ``kind``; if XLA's memory analysis says it cannot fit the device, compile
         it again with the agents in groups that run one after another (`lax.map` of a vmap
         over ``group`` agents), or refuse with the estimate and the largest count that fits.
+
+        A TPU's compiler refuses a program larger than the chip itself (RESOURCE_EXHAUSTED
+        at compile time, not at run time): then a one-agent group measures an agent's
+        share, and the groups are sized from it.
         """
         local = self.padded(num_agents) // self.num_devices
         width = self.group_width(num_agents)
-        program = self._compile(kind, num_agents, width, args)
         have = int(available_bytes(self._device()) * BUDGET_FRACTION) // self._host_share()
-        need = program_bytes(program)
-        if need <= have:
+        program = self._compile_if_it_fits(kind, num_agents, width, args)
+        if program is not None and program_bytes(program) <= have:
             self.groups[(kind, num_agents)] = width or local
             return program
-        m = program.memory_analysis()
-        temp_per_agent = m.temp_size_in_bytes / (width or local)
-        fixed = need - m.temp_size_in_bytes  # inputs and outputs: grouping cannot shrink them
+        if program is None and (width or local) > 1:  # measure one agent's share instead
+            probe, probe_width = self._compile_if_it_fits(kind, num_agents, 1, args), 1
+        else:
+            probe, probe_width = program, width or local
+        if probe is None:
+            raise ValueError(
+                f"one agent of this config does not fit the device ({self._device().device_kind}"
+                f", {format_bytes(have)} available): its compiler refused it. Shrink num_envs, "
+                "num_steps or the network."
+            )
+        m = probe.memory_analysis()
+        temp_per_agent = m.temp_size_in_bytes / probe_width
+        fixed = program_bytes(probe) - m.temp_size_in_bytes  # inputs, outputs: not grouped
+        need = fixed + temp_per_agent * local
         group = min(int((have - fixed) // max(temp_per_agent, 1)), (width or local) - 1)
         while group >= 1:  # the estimate is linear in the group; XLA's analysis decides
             group = balanced_width(local, group)
-            program = self._compile(kind, num_agents, group, args)
-            if program_bytes(program) <= have:
+            program = self._compile_if_it_fits(kind, num_agents, group, args)
+            if program is not None and program_bytes(program) <= have:
                 self.groups[(kind, num_agents)] = group
                 return program
             group //= 2
@@ -337,6 +351,15 @@ class Engine:
             f"available; at most about {fit} agents fit. Train fewer agents at once, or shrink "
             "num_envs, num_steps or the network."
         )
+
+    def _compile_if_it_fits(self, kind, num_agents: int, group: int | None, args):
+        """`_compile`, or None where the compiler itself runs out of device memory."""
+        try:
+            return self._compile(kind, num_agents, group, args)
+        except Exception as e:  # jax's XlaRuntimeError; its class moved between releases
+            if "RESOURCE_EXHAUSTED" in str(e) and "memory" in str(e).lower():
+                return None
+            raise
 
     def _host_share(self) -> int:
         """How many of the mesh's devices share this host's memory: CPU devices (one per

@@ -22,6 +22,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
+from ._backend import matmul_precision
 from ._config import PPOConfig
 from ._distributions import Categorical, Distribution, policy_distribution
 from ._networks import AbstractActorCritic, is_recurrent, network_shapes
@@ -170,15 +171,29 @@ def evaluate(
         obs_norm = jax.tree.map(lambda x: jnp.reshape(x, (-1, *x.shape[len(batch) :])), obs_norm)
     # Every agent plays the same episodes (same key: common random numbers), so agents are
     # compared on equal terms and an agent evaluated alone gets exactly its row here.
-    out = _evaluate_all(flat, obs_norm, key, env, dist, num_episodes, steps, greedy)
+    out = _evaluate_all(
+        flat, obs_norm, key, env, dist, num_episodes, steps, greedy, cfg.matmul_precision
+    )
     return jax.tree.map(lambda x: x.reshape(*batch, *x.shape[1:]), out)
 
 
 @eqx.filter_jit
 def _evaluate_all(
-    params, obs_norm, key, env: Env, dist, num_episodes: int, steps: int, greedy: bool
+    params,
+    obs_norm,
+    key,
+    env: Env,
+    dist,
+    num_episodes: int,
+    steps: int,
+    greedy: bool,
+    precision: str,
 ):
     def one_agent(net, norm, key):
+        with matmul_precision(precision):
+            return _episodes(net, norm, key)
+
+    def _episodes(net, norm, key):
         reset_key, act_key = jax.random.split(key)
         state, obs, mask = jax.vmap(env.reset)(jax.random.split(reset_key, num_episodes))
         policy = Policy(net, dist, norm)

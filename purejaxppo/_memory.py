@@ -32,6 +32,16 @@ def available_bytes(device: jax.Device | None = None) -> int:
     return _host_available()
 
 
+def device_peak(device: jax.Device | None = None) -> tuple[int, int] | None:
+    """``(peak bytes in use, bytes limit)`` of an accelerator since its process started, or
+    None where the device keeps no such count (a CPU)."""
+    device = device or jax.devices()[0]
+    stats = (device.memory_stats() or {}) if device.platform != "cpu" else {}
+    if "peak_bytes_in_use" not in stats:
+        return None
+    return int(stats["peak_bytes_in_use"]), int(stats.get("bytes_limit", 0))
+
+
 def program_bytes(compiled) -> int:
     """Peak memory XLA plans for a compiled program: arguments, outputs and temporaries
     (less what outputs alias from arguments)."""

@@ -26,7 +26,7 @@ import optax
 from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
-from ._backend import by_platform
+from ._backend import by_platform, matmul_precision
 from ._config import PPOConfig
 from ._distributions import Categorical, Distribution, policy_distribution
 from ._networks import AbstractActorCritic, is_recurrent, make_network
@@ -574,7 +574,13 @@ def _values(net: AbstractActorCritic, obs: Array, hidden: Array | None) -> Float
 
 
 def update_step(cfg: PPOConfig, env: Env, state: RunnerState) -> tuple[RunnerState, Metrics]:
-    """Collect a rollout, compute GAE targets, learn, and reduce metrics to scalars."""
+    """Collect a rollout, compute GAE targets, learn, and reduce metrics to scalars, with
+    matrix products at ``cfg.matmul_precision``."""
+    with matmul_precision(cfg.matmul_precision):
+        return _update_step(cfg, env, state)
+
+
+def _update_step(cfg: PPOConfig, env: Env, state: RunnerState) -> tuple[RunnerState, Metrics]:
     if env.has_refresh:  # e.g. one new maze per env per update for the reset pools
         key, refresh_key = jax.random.split(state.key)
         env_state = jax.vmap(env.refresh)(

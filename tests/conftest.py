@@ -14,6 +14,16 @@ import pytest  # noqa: E402
 
 from purejaxppo import PPOConfig  # noqa: E402
 
+# On a TPU, float32 matrix products default to one bfloat16 pass (the trainer keeps that
+# default: PPOConfig.matmul_precision). The suite checks float32 maths against references,
+# so there it runs them in float32, as a CPU does; docs/guide.md, "On a TPU or GPU".
+ON_CPU = jax.default_backend() == "cpu"
+if not ON_CPU:
+    jax.config.update("jax_default_matmul_precision", "highest")
+needs_cpu = pytest.mark.skipif(
+    not ON_CPU, reason="checks the CPU's own rule (XLA:CPU's cost analysis, its lowering)"
+)
+
 # The CLI turns on JAX's persistent compilation cache; in the tests (and the subprocesses
 # they start) it lives in a fresh directory of this session, never the user's ~/.cache.
 os.environ["PUREJAXPPO_CACHE_DIR"] = tempfile.mkdtemp(prefix="purejaxppo-xla-cache-")

@@ -149,7 +149,7 @@ def test_each_platform_program_holds_its_own_branch():
     def f(x):
         return by_platform(lambda x: x + 1.0, lambda x: x * 3.0, x)
 
-    assert float(jax.jit(f)(2.0)) == 3.0  # this CPU
+    assert float(jax.jit(f)(2.0)) == (3.0 if jax.default_backend() == "cpu" else 6.0)
     x = jax.ShapeDtypeStruct((), jnp.float32)
     for platforms, op, other in ((("cpu",), "add", "multiply"), (("tpu",), "multiply", "add")):
         text = jax.export.export(jax.jit(f), platforms=platforms)(x).mlir_module()
@@ -181,3 +181,27 @@ def test_on_a_tpu_the_only_per_agent_gather_is_the_epochs_permutation():
     tpu = per_agent_gathers(cfg, "tpu")
     assert len(tpu) == 1 and "shuffle/gather" in tpu[0], tpu
     assert len(per_agent_gathers(cfg, "cpu")) > 5
+
+
+def dot_precisions(cfg: PPOConfig) -> set[str]:
+    """The precision configs of the dot_generals in one-agent training exported for TPU."""
+    engine = Engine(cfg, mesh=False)
+    args = (jax.random.split(jax.random.PRNGKey(0), 1), batched(cfg.traced(), 1))
+    shapes = jax.tree.map(lambda x: jax.ShapeDtypeStruct(jnp.shape(x), jnp.result_type(x)), args)
+    exported = jax.export.export(jax.jit(engine.program("train", 1)), platforms=("tpu",))
+    text = exported(*shapes).mlir_module()
+    lines = [line for line in text.splitlines() if "stablehlo.dot_general" in line]
+    assert lines
+    return {(re.findall(r"precision = \[([^\]]*)\]", line) or ["none"])[0] for line in lines}
+
+
+def test_matmul_precision_reaches_every_product_of_the_training_program():
+    cfg = PPOConfig(num_envs=4, num_steps=32, minibatch_size=32, update_epochs=1,
+                    total_timesteps=128, mlp_widths=(16,))  # fmt: skip
+    highest = dot_precisions(cfg.replace(matmul_precision="highest"))
+    assert highest == {"HIGHEST, HIGHEST"}, highest
+    default = dot_precisions(cfg)
+    # the conv matrix's one-hot contraction is HIGHEST whatever the setting (exactness)
+    assert default - {"HIGHEST, HIGHEST"} == {"none"}, default
+    with pytest.raises(ValueError, match="matmul_precision.*highest"):
+        PPOConfig(matmul_precision="float32")

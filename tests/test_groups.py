@@ -6,7 +6,7 @@ import math
 import jax
 import numpy as np
 import pytest
-from conftest import ACROSS_SHAPES, SMALL, needs_gymnax, tree_close, tree_equal
+from conftest import ACROSS_SHAPES, SMALL, needs_cpu, needs_gymnax, tree_close, tree_equal
 
 from purejaxppo import PPOConfig, sweep
 from purejaxppo._distributions import Categorical, policy_distribution
@@ -60,6 +60,7 @@ def test_one_compile_per_config_shape_and_width():
     assert engine.num_traces == 2
 
 
+@needs_cpu
 def test_forward_flops_counts_the_multiply_adds_of_an_mlp():
     # PureJaxRL's CartPole network: separate 4-64-64-2 actor and 4-64-64-1 critic
     cfg = PPOConfig(env="CartPole-v1", network="separate", mlp_widths=(64, 64))
@@ -68,6 +69,7 @@ def test_forward_flops_counts_the_multiply_adds_of_an_mlp():
     assert 2 * macs * 0.95 < flops < 2 * macs * 1.1  # plus biases and activations
 
 
+@needs_cpu
 def test_the_cpu_default_follows_the_documented_rule():
     def rule(cfg):  # 16 MFLOP / one agent's forward pass over a minibatch, to a power of 2
         env = make_env(cfg)
@@ -86,6 +88,7 @@ def test_the_cpu_default_follows_the_documented_rule():
 
 
 @needs_gymnax
+@needs_cpu
 def test_the_cpu_default_gives_small_agents_wide_groups():
     def cartpole(**changes):  # PureJaxRL's CartPole config: 2.3 MFLOP per agent-minibatch
         return PPOConfig(

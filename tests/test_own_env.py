@@ -7,6 +7,7 @@ paying 1 per step until it reaches the right end. The best return is known: −(
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import NamedTuple
 
 import jax
@@ -412,3 +413,21 @@ def test_without_a_final_observation_every_ending_is_a_termination(env, key):
     assert out.final_obs is None
     assert bool(out.done) and bool(out.terminated)  # no bootstrap without the final obs
     assert int(jnp.argmax(out.obs)) == 0  # the next episode's first observation
+
+
+def test_envs_import_nothing_of_the_trainer():
+    """The trainer imports the envs, never the reverse (docs/design.md): the envs' own list
+    of reserved stat names is the trainer's `Metrics`, and no module of `purejaxppo.envs`
+    imports from the package above it but its error helpers."""
+    import ast
+
+    from purejaxppo import Metrics
+    from purejaxppo.envs._base import METRIC_NAMES
+
+    assert METRIC_NAMES == Metrics._fields
+    for path in (Path(ppo.__file__).parent / "envs").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level >= 2:
+                assert node.module == "_errors", f"{path.name} imports ..{node.module}"
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                assert not node.module.startswith("purejaxppo"), (path.name, node.module)

@@ -382,6 +382,41 @@ def test_a_population_too_big_for_one_pass_is_split_and_equals_one_program(monke
     assert tree_equal(again, solo)  # one program, one batch shape: bitwise
 
 
+def refusing_compiler(monkeypatch, widest: int):
+    """Make the engine's compiler refuse, as a TPU's does, any program running more than
+    ``widest`` agents at once (0: every program)."""
+    real = Engine._compile
+
+    def compile_(self, kind, num_agents, group, args):
+        width = group or self.padded(num_agents) // self.num_devices
+        if width > widest:
+            raise RuntimeError(
+                "RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. Ran out of memory in "
+                "memory space hbm. Used 92.8G of 15.75G hbm."
+            )
+        return real(self, kind, num_agents, group, args)
+
+    monkeypatch.setattr(Engine, "_compile", compile_)
+
+
+def test_a_program_the_compiler_refuses_for_memory_is_refused_in_one_line(monkeypatch):
+    refusing_compiler(monkeypatch, widest=0)
+    with pytest.raises(ValueError, match="one agent of this config does not fit the device"):
+        Engine(SMALL, mesh=False)(*agent_inputs(SMALL, {}, [0, 1])[:2])  # a fresh engine
+
+
+@pytest.mark.slow
+def test_a_program_the_compiler_refuses_for_memory_is_split_into_groups(monkeypatch):
+    cfg = SMALL.replace(update_epochs=1)
+    keys, hp, _ = agent_inputs(cfg, {}, list(range(4)))
+    whole = engine_for(cfg, mesh=False)(keys, hp)
+    refusing_compiler(monkeypatch, widest=2)
+    split_engine = Engine(cfg, mesh=False)
+    split = split_engine(keys, hp)
+    assert split_engine.groups[("train", 4)] == 2
+    assert tree_close(split, whole, **ACROSS_SHAPES)
+
+
 def test_metrics_that_cannot_fit_are_refused_before_compiling(
     monkeypatch, no_compiling, tmp_path, capsys
 ):

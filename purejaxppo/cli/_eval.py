@@ -16,11 +16,13 @@ def evaluate_run(cmd: EvalCmd) -> int:
     import numpy as np
 
     from .._axes import coords_of, flat_index, split_program, static_setting
+    from .._backend import describe_place, ran_on
     from .._distributions import policy_distribution
     from .._evaluate import evaluate, has_success, policy_of
     from .._figures import write_gif
     from ..envs import make_env
     from ..rundir import load_agents, read_run
+    from ..rundir._write import place_line
 
     if cmd.episodes < 1:
         raise ValueError(f"--episodes {cmd.episodes}: need at least one.")
@@ -33,6 +35,7 @@ def evaluate_run(cmd: EvalCmd) -> int:
     key = jax.random.PRNGKey(cmd.seed)
     per_program = n // len(agents)
     mode = "sampled" if cmd.sampled else "greedy"
+    print(f"trained on {place_line(meta)}; evaluating on {describe_place(ran_on())}")
     print(f"evaluating {n} agent(s) × {cmd.episodes} fresh {mode} episodes ...", flush=True)
     results = []  # flat agent order: row-major over the axes, static axes first
     for p, norm in agents:

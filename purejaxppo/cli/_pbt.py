@@ -20,6 +20,7 @@ def train_pbt(cmd: PBTCmd, argv: list[str]) -> int:
     """``purejaxppo pbt``: every argument checked (exit 2) before anything compiles."""
     import jax
 
+    from .._backend import devices_line
     from .._pbt import check_pbt_args, pbt, resume_pbt
     from .._search import check_pbt_memory
     from ..rundir._lock import claim
@@ -51,7 +52,7 @@ def train_pbt(cmd: PBTCmd, argv: list[str]) -> int:
         say(
             f"purejaxppo pbt: {env_name(cfg)} | population {population} × "
             f"{cfg.total_timesteps:,} steps = {cfg.num_updates} updates | backend "
-            f"{jax.default_backend()} × {jax.device_count()} device(s) | run dir {run_dir}",
+            f"{devices_line()} | run dir {run_dir}",
             main_process,
         )
         say(compiling(cmd.progress), main_process)

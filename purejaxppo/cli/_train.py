@@ -86,16 +86,15 @@ def _train_in(
     cmd, cfg, axes, run_dir, num_agents, mesh, main_process, stop, name, trackers, held
 ) -> int:
     """The run itself, with ``run_dir`` owned and signals watched."""
-    import jax
 
+    from .._backend import devices_line
     from .._sweep import resume_sweep, sweep
 
     bar = ProgressBar(cfg, num_agents) if cmd.progress and main_process else None
     say(
         f"purejaxppo {name}: {env_name(cfg)} | {num_agents} agent(s) × "
         f"{cfg.total_timesteps:,} steps = {cfg.num_updates} updates × {cfg.num_envs} envs × "
-        f"{cfg.num_steps} steps | backend {jax.default_backend()} × {jax.device_count()} "
-        f"device(s) | run dir {run_dir}",
+        f"{cfg.num_steps} steps | backend {devices_line()} | run dir {run_dir}",
         main_process,
     )
     say(compiling(cmd.progress), main_process)
@@ -175,6 +174,12 @@ def _print_summary(cfg, result, rows, timings, run_dir) -> None:
     print(f"  compile s                         {timings['compile_s']:.2f}")
     print(f"  run s                             {timings['run_s']:.2f}")
     print(f"  total s                           {timings['total_s']:.2f}")
+    from .._memory import device_peak, format_bytes
+
+    peak = device_peak()
+    if peak is not None:  # an accelerator's allocator (a program's scratch space is not in it)
+        print(f"  device memory held by arrays      {format_bytes(peak[0])} at peak, of "
+              f"{format_bytes(peak[1])}")  # fmt: skip
     for d in result.diverged_agents():
         print(f"  diverged: {d}")
     print(f"\n{(Path(run_dir) / 'summary.md').read_text()}")

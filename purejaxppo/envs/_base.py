@@ -15,6 +15,16 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
+#: The trainer's per-update metrics (the fields of `purejaxppo.Metrics`): an env's
+#: ``episode_stats`` may not take these names, which share the run directory's columns.
+#: Declared here, where envs are checked, since envs import nothing of the trainer
+#: (tests/test_own_env.py keeps the two lists equal).
+METRIC_NAMES = (
+    "episode_return", "episode_length", "episodes", "policy_loss", "value_loss", "entropy",
+    "approx_kl", "clip_frac", "explained_variance", "grad_norm", "skipped_steps",
+    "episode_stats",
+)  # fmt: skip
+
 
 class EnvStep(NamedTuple):
     """What one env step hands the trainer."""

@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._errors import one_line as _one_line
-from ._base import Env
+from ._base import METRIC_NAMES, Env
 
 #: The methods a gymnax-style environment has (`gymnax.environments.Environment`'s API).
 GYMNAX_METHODS = ("reset", "step", "action_space", "observation_space", "default_params")
@@ -264,11 +264,9 @@ def check_traces(env: Env, label: str) -> None:
 
 def _check_stats(env: Env, out, label: str) -> None:
     """Refuse episode statistics whose names and values disagree, or whose names would
-    shadow a `Metrics` field in the run directory's columns."""
-    from .._ppo import Metrics  # the trainer's module imports the envs, not the reverse
-
+    shadow a metric of the trainer's in the run directory's columns (`METRIC_NAMES`)."""
     names = tuple(env.episode_stats)
-    taken = sorted(set(names) & set(Metrics._fields)) or sorted(
+    taken = sorted(set(names) & set(METRIC_NAMES)) or sorted(
         {n for n in names if names.count(n) > 1}
     )
     if taken or not all(isinstance(n, str) and n for n in names):

@@ -31,6 +31,7 @@ import jax
 import numpy as np
 
 from .._axes import split_program, static_setting
+from .._backend import describe_place, ran_on
 from .._config import PPOConfig, static_field_names
 from .._distributions import policy_distribution
 from .._evaluate import Policy, evaluate, has_success
@@ -94,7 +95,11 @@ def _write_run(run_dir: Path, result: SweepResult, timings, eval_episodes, gif, 
         "num_agents": num_agents,
         "finished": False,  # until every file below is written
         "timings": timings,
+        "ran_on": ran_on(),  # where these results were computed (and finished)
     }
+    started = _started_on(run_dir)
+    if started is not None and _place(started) != _place(meta["ran_on"]):
+        meta["started_on"] = started  # a checkpointed run moved between machines
     if describe_env(cfg) is not None:  # an own environment, described (read_run compares)
         meta["env"] = describe_env(cfg)
     atomic_write(run_dir / "config.json", json.dumps(meta, indent=1).encode())
@@ -105,7 +110,7 @@ def _write_run(run_dir: Path, result: SweepResult, timings, eval_episodes, gif, 
     success = _success(result, params, eval_episodes, eval_seed, say)
     rows = result.summary()
     _add_run_columns(rows, result, success, timings)
-    _write_summary(run_dir, rows, result)
+    _write_summary(run_dir, rows, result, meta)
     curves = _curves(result)
     steps = env_steps(result)
     label = f"{cfg.env} {cfg.maze_spec or ''}"
@@ -222,6 +227,28 @@ def resolved_config_json(cfg: PPOConfig) -> dict:
 
 
 # ------------------------------------------------------------------------------ internals ---
+def place_line(meta: dict) -> str:
+    """Where a run trained, from its ``config.json`` (earlier releases: not recorded)."""
+    if "ran_on" not in meta:
+        return "a machine this run directory does not record (written before 2026-12)"
+    line = describe_place(meta["ran_on"])
+    if "started_on" in meta:
+        line += f", resumed from checkpoints written on {describe_place(meta['started_on'])}"
+    return line
+
+
+def _started_on(run_dir: Path) -> dict | None:
+    """Where a checkpointed run began (its ``sweep.json`` or ``pbt.json``), if recorded."""
+    for name in ("sweep.json", "pbt.json"):
+        if (run_dir / name).exists():
+            return read_json(run_dir / name, name).get("ran_on")
+    return None
+
+
+def _place(where: dict) -> tuple:
+    return tuple(where.get(k) for k in ("backend", "device_kind", "device_count", "jax"))
+
+
 def _write_metrics(run_dir: Path, result: SweepResult) -> None:
     m = result.metrics
     names = list(result.axes)
@@ -277,7 +304,7 @@ def _add_run_columns(rows, result: SweepResult, success, timings) -> None:
         row["run_s"] = run_s
 
 
-def _write_summary(run_dir: Path, rows: list[dict], result: SweepResult) -> None:
+def _write_summary(run_dir: Path, rows: list[dict], result: SweepResult, meta: dict) -> None:
     keys = list(rows[0])
     text = io.StringIO()
     writer = csv.writer(text)
@@ -297,6 +324,7 @@ def _write_summary(run_dir: Path, rows: list[dict], result: SweepResult) -> None
         "Success: greedy policy, fresh episodes (n/a: skipped, or the env defines no success).",
         "Steps/s: all agents of the row's program together (one program per static setting),",
         "steps trained in this sitting over its run seconds (compile excluded).",
+        f"Trained on {place_line(meta)}.",
         "",
         "| " + " | ".join(header) + " |",
         "|" + "---|" * len(header),
