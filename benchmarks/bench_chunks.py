@@ -5,7 +5,7 @@ Run:  pytest benchmarks/bench_chunks.py -s
 `purejaxppo train` with a run directory trains in chunks (``checkpoint_every="auto"``: ten
 chunks of the 100-update medium-maze run, an atomic checkpoint after each) so that SIGTERM
 stops at a chunk boundary. This measures what that costs against the one-program run
-(``--checkpoint-every 0``): one agent, the seed's medium-maze config, whole `sweep` calls
+(``--checkpoint-every 0``): one agent, the reference's medium-maze config, whole `sweep` calls
 timed after both paths are compiled, alternating rounds in one process, medians compared.
 """
 

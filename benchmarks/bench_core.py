@@ -41,7 +41,7 @@ def test_one_program_medium(benchmark):
 
 
 def test_reference_design_python_loop_medium(benchmark):
-    """The same pieces as three jitted calls per update, driven from Python (seed's design)."""
+    """The same pieces as three jitted calls per update, from a Python loop (the reference)."""
     code = f"""
     import json, time, jax, jax.numpy as jnp
     from purejaxppo import PPOConfig

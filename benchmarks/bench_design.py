@@ -15,10 +15,10 @@ pytestmark = pytest.mark.timeout(1800)
 
 @pytest.mark.parametrize("agents", [1, 8])
 def test_conv_toeplitz_vs_lax_conv(benchmark, agents):
-    """Forward + weight gradient of the seed's conv on 1,024 maze images per agent."""
+    """Forward + weight gradient of the reference's conv on 1,024 maze images per agent."""
     code = f"""
     import json, time, jax, jax.numpy as jnp
-    from purejaxppo._networks import Conv2d
+    from purejaxppo._conv import Conv2d
     A, B = {agents}, 1024
     keys = jax.random.split(jax.random.PRNGKey(0), A)
     convs = jax.vmap(lambda k: Conv2d(3, 1, 3, key=k))(keys)

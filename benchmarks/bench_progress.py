@@ -9,7 +9,7 @@ in one process so machine noise hits all alike, medians compared.
 
 * ``test_cost_per_callback``: a tiny config with 200 short updates, where the callback's
   fixed cost is as large a share as it can be; gives its cost per update in ms.
-* ``test_overhead_medium_maze``: the seed's medium-maze config (4 updates, 16 agents): the
+* ``test_overhead_medium_maze``: the reference's medium-maze config (4 updates, 16 agents): the
   share that matters in practice. Target: < 3 %.
 * ``test_blocks_fast_env``: PureJaxRL's CartPole config (updates of 1.6 ms at one agent),
   each program also built "flat" (one update per block, so one callback per update: the

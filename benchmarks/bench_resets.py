@@ -2,7 +2,7 @@
 
 Run:  pytest benchmarks/bench_resets.py -s
 
-Same network and batch (the seed's config); only the maze source differs: the medium layout,
+Same network and batch (the reference's config); only the maze source differs: the medium layout,
 random mazes drawn from per-env pools (``maze_pool=64``, the default), and random mazes
 generated at every reset (``maze_pool=0``, Jumanji's way under vmap). All three are compiled in
 one process and timed in alternating rounds of 2 updates (medians), so machine noise hits

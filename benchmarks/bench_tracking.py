@@ -12,7 +12,7 @@ compiled before the rounds, so compile time is not in any of them. Medians
 over the rounds (one agent's runs are short and noisy, ±7 %: 15 rounds of CartPole, 9 of the
 maze); the overhead is tracked / untracked - 1. Target: ≤ 2 %.
 
-* ``test_overhead_medium_maze``: the seed's medium maze (8,192 env steps per update), the
+* ``test_overhead_medium_maze``: the reference's medium maze (8,192 env steps per update), the
   case that matters in practice.
 * ``test_overhead_cold``: what a user sees: fresh processes alternating, each one sweep
   with its compile (no persistent cache), untracked and tracked, 64 maze agents for 6 and

@@ -29,6 +29,7 @@ import jax
 from purejaxppo import PPOConfig
 from purejaxppo._bench import PUREJAXRL_CARTPOLE
 from purejaxppo._engine import Engine, agent_inputs, mesh_for
+from purejaxppo._programs import Run
 
 CARTPOLE = PUREJAXRL_CARTPOLE  # PureJaxRL's ppo.py config
 
@@ -77,7 +78,7 @@ def main() -> None:
     print(f"{jax.device_count()} device(s), {len(jax.devices('cpu'))} CPU device(s)")
     for name, (n, _, _) in layouts.items():
         med = statistics.median(times[name])
-        width = engines[name].groups.get((("run", updates), n), n)
+        width = engines[name].groups.get((Run(updates), n), n)
         print(
             f"{name:14s} width {width:4d} {med:10.0f} steps/s {med / one:6.3f}x one agent  "
             f"compile {engines[name].compile_seconds:.1f}s  first call {first[name]:.1f}s"

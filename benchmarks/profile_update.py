@@ -39,6 +39,7 @@ import jax
 from purejaxppo import PPOConfig
 from purejaxppo._bench import PUREJAXRL_CARTPOLE
 from purejaxppo._engine import Engine, agent_inputs, batched
+from purejaxppo._programs import Run
 
 #: Phases in the order they are tested: an op belongs to the first whose scope it is in.
 PHASES = (
@@ -76,7 +77,7 @@ def record(out: Path, case: str, timed: int = 2) -> dict:
     jax.block_until_ready(metrics)
     compile_s = engine.compile_seconds - before
     placed = engine._place(batched(hp, n), n)
-    program = engine.compiled(("run", 1), n, state, placed)
+    program = engine.compiled(Run(1), n, state, placed)
     with gzip.open(out / f"{case}.hlo.txt.gz", "wt") as f:
         f.write(program.as_text())
     t0 = time.perf_counter()

@@ -11,7 +11,7 @@ rates. The issue's target: >= 0.9 within 20M steps (Jumanji's own A2C budgets 64
 same command with ``--resume`` (and another ``--stop-at``, or none) to go on towards
 ``--steps``: a long budget in several sittings, with a result at each.
 
-Presets: ``seed`` is the seed system's network and hyperparameters (the first attempt);
+Presets: ``seed`` is the reference's network and hyperparameters (the first attempt);
 ``mlp`` is a wider torso with Jumanji's ``step_count / time_limit`` input: an MLP (256, 256)
 on the image (a multi-channel 3×3 conv torso ran ~10× slower per step on this CPU), 64 envs
 × 128 steps, 4 epochs of 8 minibatches, advantage normalisation, gradient clipping at 0.5;

@@ -14,7 +14,7 @@ minibatch rows (`_ppo`)    gather each field's rows per           pack every fie
 epochs per loop iteration  2 (`_ppo.EPOCH_UNROLL`: XLA:CPU      1 (the same speed, half the
                            schedules a small agent better)        program to compile)
 conv as a matrix           the kernel scattered by a constant     a one-hot contraction on the
-(`_networks.Conv2d`)       gather                                 matrix unit, at full precision
+(`_conv.Conv2d`)           gather                                 matrix unit, at full precision
 agents side by side        ~16 MFLOP per group                    every agent at once
 (`_groups`)                (`default_group_size`)                 (memory permitting)
 compiler options,          O1, threefry unrolled below jax 0.11   the defaults

@@ -16,6 +16,7 @@ from jax.sharding import Mesh
 
 from ._config import PPOConfig
 from ._engine import Engine, agent_inputs, mesh_for
+from ._programs import Run
 
 #: PureJaxRL's ``ppo.py`` config (its ``__main__``, without DEBUG): CartPole-v1, 4 envs ×
 #: 128 steps, 4 epochs of 4 minibatches; ``PPOConfig.from_purejaxrl`` reads it.
@@ -60,7 +61,7 @@ def time_updates(
     update_s = (time.perf_counter() - t0) / updates
     return Throughput(
         agents=agents,
-        group_size=engine.groups[(("run", 1), agents)],
+        group_size=engine.groups[(Run(1), agents)],
         compile_s=engine.compile_seconds,
         update_s=update_s,
         steps_per_s=agents * cfg.batch_size / update_s,

@@ -7,7 +7,7 @@
   whose leaves carry a leading axis can therefore be passed through `jax.vmap` to train one
   agent per hyperparameter value inside the same XLA program.
 
-Defaults are the seed system's hyperparameters (docs/design.md; ../shared/SEED_NOTES.md).
+Defaults are the reference implementation's hyperparameters (docs/reference.md).
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ MATMUL_PRECISIONS = ("default", "high", "highest")
 
 
 class PPOConfig(eqx.Module):
-    """PPO hyperparameters and problem definition (frozen; defaults are the seed system's)."""
+    """PPO hyperparameters and problem definition (frozen; defaults are the reference's)."""
 
     # ---- static: these fix shapes, loop lengths or the program's structure -----------------
     env: str | OwnEnv = eqx.field(default="Maze-v0", static=True, converter=as_env)
@@ -85,7 +85,7 @@ class PPOConfig(eqx.Module):
     ``maze_pool``). More means fewer repeats of each training maze (less to memorise) for
     more generator calls, which run once per update, outside the step loop."""
     maze_view: str = eqx.field(default="full", static=True)
-    """For Maze-v0: ``"full"`` (the seed's image: walls, agent, target, H×W),
+    """For Maze-v0: ``"full"`` (the reference's image: walls, agent, target, H×W),
     ``"egocentric"`` (walls and target, (2H−1)×(2W−1), shifted so the agent is always at the
     centre; outside the maze counts as wall) or ``"local"`` (the egocentric view cut to the
     ``maze_window``×``maze_window`` cells around the agent: a partially observed maze, whose
@@ -121,17 +121,17 @@ class PPOConfig(eqx.Module):
     minibatch_size: int = eqx.field(default=1024, static=True)
     """Transitions per gradient step; divides ``num_envs * num_steps``."""
     normalize_advantages: bool = eqx.field(default=False, static=True)
-    """Normalise advantages per minibatch (off in the seed)."""
+    """Normalise advantages per minibatch (off in the reference)."""
     anneal_lr: bool = eqx.field(default=False, static=True)
-    """Anneal the learning rate linearly to 0 over training (off in the seed)."""
+    """Anneal the learning rate linearly to 0 over training (off in the reference)."""
     clip_value: bool = eqx.field(default=False, static=True)
-    """Clip the value update to ``clip_eps`` around the rollout value (off in the seed)."""
+    """Clip the value update to ``clip_eps`` around the rollout value (off in the reference)."""
     conv_channels: tuple[int, ...] = eqx.field(default=(1,), static=True)
     """Output channels of each 3×3 valid convolution of the torso (grid observations)."""
     mlp_widths: tuple[int, ...] = eqx.field(default=(64,), static=True)
     """Widths of the MLP layers after the convolutions."""
     network: str = eqx.field(default="shared", static=True)
-    """"shared": one torso (convs, then MLP) under a value and a policy head (the seed's);
+    """"shared": one torso (convs, then MLP) under a value and a policy head (the reference's);
     "separate": separate actor and critic MLPs with orthogonal init (PureJaxRL's);
     "per_cell": "same"-padded convs and one logit per grid cell, for envs whose action is a
     cell of the observed grid (Minesweeper); "gru": the shared torso, then a GRU cell of
@@ -151,7 +151,7 @@ class PPOConfig(eqx.Module):
     ``sequence_length`` GRU steps, not ``num_steps``. None: whole env rollouts, as
     PureJaxRL's ``ppo_rnn.py``."""
     activation: str = eqx.field(default="relu", static=True)
-    """Hidden-layer activation: "relu" (the seed's) or "tanh" (PureJaxRL's default)."""
+    """Hidden-layer activation: "relu" (the reference's) or "tanh" (PureJaxRL's default)."""
     squash_actions: bool = eqx.field(default=False, static=True)
     """Continuous actions: squash the Gaussian with tanh into the env's bounds (log-prob with
     the change-of-variables term) instead of clipping the sample at the bounds."""
@@ -186,7 +186,7 @@ class PPOConfig(eqx.Module):
     vf_coef: float = 0.5
     """Value loss coefficient: loss = pg + vf_coef·mean((V − target)²) − ent_coef·entropy."""
     max_grad_norm: float | None = None
-    """Global gradient-norm clip; None disables clipping (the seed's choice)."""
+    """Global gradient-norm clip; None disables clipping (the reference's choice)."""
     log_std_init: float = 0.0
     """Continuous actions: the Gaussian policy's initial log-std (of the learned parameter;
     with ``state_dependent_std``, the bias of its head)."""

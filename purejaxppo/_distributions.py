@@ -25,7 +25,7 @@ from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 _LOG_2PI = math.log(2 * math.pi)
 
 # Forbidden actions get this logit, in the rollout *and* in the loss. It is finite on purpose:
-# with -inf, the entropy term p·log p becomes 0·(-inf) = NaN. The seed filled 1.0 in the loss
+# with -inf, the entropy term p·log p becomes 0·(-inf) = NaN. The reference filled 1.0 in the loss
 # (defect 1), so the loss scored a different policy from the one that acted.
 MASKED_LOGIT = -1e9
 

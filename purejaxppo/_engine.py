@@ -56,21 +56,16 @@ from jaxtyping import PRNGKeyArray
 from ._config import TRACED_FIELDS, PPOConfig, static_field_names
 from ._distributions import policy_distribution
 from ._groups import balanced_width, check_group_size, default_group_size
-from ._memory import BUDGET_FRACTION, available_bytes, format_bytes, program_bytes
+from ._memory import BUDGET_FRACTION, available_bytes, fit_to_memory
 from ._networks import network_shapes
 from ._ppo import Metrics, RunnerState, init_state, update_step
 from ._ppo import healthy as ppo_healthy
+from ._programs import INIT, TRAIN, Between, Generations, Init, Program, Run, Train
 from ._progress import ProgramClock, ProgressFn, block_rows, deliver, updates_per_callback
 from ._xla_cpu import compiler_options, unrolled_threefry
 from .envs import make_env
 
 AXIS = "agents"
-
-
-#: ``between(state, hparams, metrics, carry, valid) -> (state, hparams, carry, record)``: what
-#: `Engine.run_generations` does across the agent axis after each generation. It keys the
-#: compiled program, so it must be hashable (a frozen dataclass, a module-level function).
-Between = Callable[..., tuple[Any, PPOConfig, Any, Any]]
 
 
 def agent_mesh(devices: Any = None) -> Mesh:
@@ -140,7 +135,7 @@ class Engine:
         self.progress_agents = progress_agents
         check_group_size(group_size)
         self.group_size = group_size
-        self.groups: dict = {}  # (kind, num_agents) -> agents per group the program runs
+        self.groups: dict = {}  # (Program, num_agents) -> agents per group it runs
         self.num_traces = 0
         self.compile_seconds = 0.0  # time spent compiling this object's programs so far
         self._compiled: dict = {}
@@ -196,7 +191,7 @@ class Engine:
         """Initial states of ``len(keys)`` agents (padded; see `strip`)."""
         n = _num_agents(keys, hparams, self.cfg)
         keys, hparams = self._place((keys, batched(hparams, n)), n)
-        return self.compiled("init", n, keys, hparams)(keys, hparams)
+        return self.compiled(INIT, n, keys, hparams)(keys, hparams)
 
     def run(
         self, state: RunnerState, hparams: PPOConfig, num_updates: int
@@ -210,7 +205,7 @@ class Engine:
             raise ValueError(f"run(num_updates={num_updates!r}): need a positive int.")
         n = _num_agents(None, hparams, self.cfg)
         state, hparams = self._place((state, batched(hparams, n)), n)
-        return self.compiled(("run", num_updates), n, state, hparams)(state, hparams)
+        return self.compiled(Run(num_updates), n, state, hparams)(state, hparams)
 
     def run_generations(
         self,
@@ -241,14 +236,14 @@ class Engine:
         n = _num_agents(None, hparams, self.cfg)
         state, hparams = self._place((state, batched(hparams, n)), n)
         carry = self._replicate(carry)
-        kind = ("generations", interval, count, between, tail)
-        return self.compiled(kind, n, state, hparams, carry)(state, hparams, carry)
+        program = Generations(interval, count, between, tail)
+        return self.compiled(program, n, state, hparams, carry)(state, hparams, carry)
 
     def __call__(self, keys: PRNGKeyArray, hparams: PPOConfig) -> tuple[RunnerState, Metrics]:
         """Every update of every agent in one program (init + one scan)."""
         n = _num_agents(keys, hparams, self.cfg)
         keys, hparams = self._place((keys, batched(hparams, n)), n)
-        return self.compiled("train", n, keys, hparams)(keys, hparams)
+        return self.compiled(TRAIN, n, keys, hparams)(keys, hparams)
 
     def shapes(self, keys: PRNGKeyArray, hparams: PPOConfig) -> tuple[RunnerState, Metrics]:
         """Shapes and dtypes (no padding) of the agents' state and of one update's metrics."""
@@ -262,7 +257,7 @@ class Engine:
         it as the engine does, to time compilation alone."""
         n = _num_agents(keys, hparams, self.cfg)
         keys, hparams = self._place((keys, batched(hparams, n)), n)
-        return self._lower("train", n, self.group_width(n), (keys, hparams))
+        return self._lower(TRAIN, n, self.group_width(n), (keys, hparams))
 
     def group_width(self, num_agents: int) -> int | None:
         """Agents per group on each device for ``num_agents`` agents, before any narrowing for
@@ -275,13 +270,13 @@ class Engine:
         width = self._default_width
         return None if width is None or width >= local else balanced_width(local, width)
 
-    def compiled(self, kind, num_agents: int, *args):
+    def compiled(self, kind: Program, num_agents: int, *args):
         """The compiled program ``kind`` for ``num_agents`` agents and inputs like ``args``.
 
         Compiled ahead of time on first use, with this backend's compiler options (see
         `_xla_cpu`), and timed in ``compile_seconds`` so callers can report compile and run
-        time apart. ``kind`` is ``"init"``, ``"train"``, ``("run", num_updates)`` or
-        ``("generations", interval, count, between, tail)``.
+        time apart. ``kind`` is a `Program` (`_programs`): ``INIT``, ``TRAIN``, ``Run(n)``
+        or ``Generations(...)``.
         """
         cache_key = (kind, num_agents, jax.tree.structure(args))
         if cache_key not in self._compiled:
@@ -295,71 +290,31 @@ class Engine:
         self.clock.started()  # the caller runs it now: rates count from here
         return self._compiled[cache_key]
 
-    def _compile(self, kind, num_agents: int, group: int | None, args):
+    def _compile(self, kind: Program, num_agents: int, group: int | None, args):
         return self._lower(kind, num_agents, group, args).compile(compiler_options())
 
-    def _lower(self, kind, num_agents: int, group: int | None, args):
+    def _lower(self, kind: Program, num_agents: int, group: int | None, args):
         # A fresh function per program: jax's caches of its trace, lowering and executable
         # hang on this function (weakly), so once our compiled program is dropped
         # (`MAX_PROGRAMS`) nothing keeps the executable alive.
         with unrolled_threefry():
             return jax.jit(self.program(kind, num_agents, group)).lower(*args)
 
-    def _fitted(self, kind, num_agents: int, args):
-        """Compile ``kind``; if XLA's memory analysis says it cannot fit the device, compile
-        it again with the agents in groups that run one after another (`lax.map` of a vmap
-        over ``group`` agents), or refuse with the estimate and the largest count that fits.
-
-        A TPU's compiler refuses a program larger than the chip itself (RESOURCE_EXHAUSTED
-        at compile time, not at run time): then a one-agent group measures an agent's
-        share, and the groups are sized from it.
-        """
-        local = self.padded(num_agents) // self.num_devices
-        width = self.group_width(num_agents)
+    def _fitted(self, kind: Program, num_agents: int, args):
+        """Compile ``kind`` to fit the device's memory (`_memory.fit_to_memory`): all of a
+        device's agents at once, or in groups that fit, or a one-line refusal."""
         have = int(available_bytes(self._device()) * BUDGET_FRACTION) // self._host_share()
-        program = self._compile_if_it_fits(kind, num_agents, width, args)
-        if program is not None and program_bytes(program) <= have:
-            self.groups[(kind, num_agents)] = width or local
-            return program
-        if program is None and (width or local) > 1:  # measure one agent's share instead
-            probe, probe_width = self._compile_if_it_fits(kind, num_agents, 1, args), 1
-        else:
-            probe, probe_width = program, width or local
-        if probe is None:
-            raise ValueError(
-                f"one agent of this config does not fit the device ({self._device().device_kind}"
-                f", {format_bytes(have)} available): its compiler refused it. Shrink num_envs, "
-                "num_steps or the network."
-            )
-        m = probe.memory_analysis()
-        temp_per_agent = m.temp_size_in_bytes / probe_width
-        fixed = program_bytes(probe) - m.temp_size_in_bytes  # inputs, outputs: not grouped
-        need = fixed + temp_per_agent * local
-        group = min(int((have - fixed) // max(temp_per_agent, 1)), (width or local) - 1)
-        while group >= 1:  # the estimate is linear in the group; XLA's analysis decides
-            group = balanced_width(local, group)
-            program = self._compile_if_it_fits(kind, num_agents, group, args)
-            if program is not None and program_bytes(program) <= have:
-                self.groups[(kind, num_agents)] = group
-                return program
-            group //= 2
-        per_agent = need / local
-        fit = max(0, int(have // per_agent)) * self.num_devices
-        raise ValueError(
-            f"{num_agents} agent(s) of this config need {format_bytes(need * self.num_devices)}"
-            f" ({format_bytes(per_agent)} per agent) and {format_bytes(have)} per device is "
-            f"available; at most about {fit} agents fit. Train fewer agents at once, or shrink "
-            "num_envs, num_steps or the network."
+        program, group = fit_to_memory(
+            lambda group: self._compile(kind, num_agents, group, args),
+            num_agents=num_agents,
+            local=self.padded(num_agents) // self.num_devices,
+            width=self.group_width(num_agents),
+            have=have,
+            num_devices=self.num_devices,
+            device_kind=self._device().device_kind,
         )
-
-    def _compile_if_it_fits(self, kind, num_agents: int, group: int | None, args):
-        """`_compile`, or None where the compiler itself runs out of device memory."""
-        try:
-            return self._compile(kind, num_agents, group, args)
-        except Exception as e:  # jax's XlaRuntimeError; its class moved between releases
-            if "RESOURCE_EXHAUSTED" in str(e) and "memory" in str(e).lower():
-                return None
-            raise
+        self.groups[(kind, num_agents)] = group
+        return program
 
     def _host_share(self) -> int:
         """How many of the mesh's devices share this host's memory: CPU devices (one per
@@ -371,7 +326,7 @@ class Engine:
     def _device(self):
         return jax.devices()[0] if self.mesh is None else self.mesh.devices.flat[0]
 
-    def program(self, kind, num_agents: int, group: int | None = None) -> Callable:
+    def program(self, kind: Program, num_agents: int, group: int | None = None) -> Callable:
         """The pure, unjitted function of program ``kind`` (see `compiled`).
 
         `make_train`'s view traces it inline when it is called under a caller's own
@@ -380,19 +335,20 @@ class Engine:
         """
         valid = np.arange(self.padded(num_agents)) < num_agents
         init = self._per_agent(lambda key, c: init_state(c, self.env, key), valid, group)
-        if kind == "init":
-            return init
-        if kind == "train":
-            return lambda keys, hp: self._scan(
-                init(keys, hp), hp, self.cfg.num_updates, valid, group
-            )
-        if kind[0] == "generations":
-            _, interval, count, between, tail = kind
-            return lambda state, hp, carry: self._generations(
-                state, hp, carry, interval, count, between, tail, valid, group
-            )
-        _, num_updates = kind
-        return lambda state, hp: self._scan(state, hp, num_updates, valid, group)
+        match kind:
+            case Init():
+                return init
+            case Train():
+                return lambda keys, hp: self._scan(
+                    init(keys, hp), hp, self.cfg.num_updates, valid, group
+                )
+            case Run(num_updates):
+                return lambda state, hp: self._scan(state, hp, num_updates, valid, group)
+            case Generations(interval, count, between, tail):
+                return lambda state, hp, carry: self._generations(
+                    state, hp, carry, interval, count, between, tail, valid, group
+                )
+        raise TypeError(f"Engine.program: {kind!r} is not a Program (see _programs).")
 
     def _per_agent(self, fn, valid: np.ndarray, group: int | None = None):
         """vmap ``fn`` over the agent axis; under a mesh, each device maps its own shard.

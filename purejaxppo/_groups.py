@@ -2,8 +2,9 @@
 
 `Engine` runs each device's agents as a `lax.map` over groups of G vmapped agents
 (`_engine._in_groups`). This module holds the width's rules: the backend's default
-(`default_group_size`), the check of a width a user gives (`check_group_size`), and the
-even split of a device's agents into groups (`balanced_width`).
+(`default_group_size`, from one observation's `forward_flops`), the check of a width a user
+gives (`check_group_size`), and the even split of a device's agents into groups
+(`balanced_width`).
 """
 
 from __future__ import annotations
@@ -11,11 +12,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import equinox as eqx
+import jax
 import jax.numpy as jnp
 
 from ._config import PPOConfig
 from ._distributions import policy_distribution
-from ._networks import forward_flops
+from ._networks import AbstractRecurrentActorCritic, network_shapes
 from .envs import make_env
 
 #: On CPU, a default group does about this much forward-pass work per minibatch (agents ×
@@ -59,3 +62,24 @@ def check_group_size(group_size: Any, where: str = "group_size") -> None:
 def balanced_width(local: int, width: int) -> int:
     """The width of as many groups as ``width`` needs, evened out: the least padding."""
     return -(-local // -(-local // width))
+
+
+def forward_flops(cfg, obs_shape: tuple[int, ...], action, obs_dtype=jnp.float32) -> float:
+    """XLA's estimate of the floating-point operations of one observation's forward pass (one
+    step of a recurrent network): the work per minibatch row, for `Engine`'s CPU group width.
+
+    Lowered, never compiled or run (tens of milliseconds). Where the backend's cost analysis
+    gives no estimate, twice the parameter count (one multiply-add per weight).
+    """
+    net = network_shapes(cfg, obs_shape, action)
+    obs = jax.ShapeDtypeStruct(tuple(obs_shape), obs_dtype)
+    if isinstance(net, AbstractRecurrentActorCritic):
+        forward = lambda n, o: n.step(n.initial_hidden(), o)  # noqa: E731
+    else:
+        forward = lambda n, o: n(o)  # noqa: E731
+    cost = jax.jit(forward).lower(net, obs).cost_analysis()
+    flops = cost.get("flops") if isinstance(cost, dict) else None
+    if not flops or flops <= 0:
+        leaves = jax.tree.leaves(eqx.filter(net, eqx.is_inexact_array))
+        flops = 2.0 * sum(math.prod(x.shape) for x in leaves)
+    return float(flops)

@@ -8,99 +8,15 @@ and, in sweeps, agents). `NETWORKS` maps `PPOConfig.network` names to the classe
 from __future__ import annotations
 
 import abc
-import functools
 import math
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jaxtyping import Array, Bool, Float, PRNGKeyArray
 
-from ._backend import by_platform
-
-
-class Conv2d(eqx.Module):
-    """A 'valid' 2-D convolution (stride 1) computed as one matmul with a Toeplitz matrix.
-
-    Why not `eqx.nn.Conv2d`: under `vmap` over agents each agent has its own kernel, and
-    XLA:CPU's batched-kernel convolution scales badly with the agent count. Here the kernel is
-    scattered (by a constant gather) into a dense (C·H·W, O·H2·W2) matrix T and the
-    convolution is ``x.flatten() @ T``: under `vmap` over examples that is one GEMM, and over
-    agents a batched GEMM, which scales linearly (figures: docs/benchmarks.md). For large
-    inputs, where T would not fit comfortably, it falls back to im2col with static slices.
-    """
-
-    weight: Float[Array, "O C kh kw"]
-    bias: Float[Array, " O"]
-
-    def __init__(self, in_channels: int, out_channels: int, kernel: int, *, key: PRNGKeyArray):
-        # Same initialisation as eqx.nn.Conv2d: U(±1/sqrt(fan_in)).
-        wkey, bkey = jax.random.split(key)
-        lim = 1 / math.sqrt(in_channels * kernel * kernel)
-        shape = (out_channels, in_channels, kernel, kernel)
-        self.weight = jax.random.uniform(wkey, shape, minval=-lim, maxval=lim)
-        self.bias = jax.random.uniform(bkey, (out_channels,), minval=-lim, maxval=lim)
-
-    def __call__(self, x: Float[Array, "C H W"]) -> Float[Array, "O H2 W2"]:
-        o, c, kh, kw = self.weight.shape
-        _, h, w = x.shape
-        h2, w2 = h - kh + 1, w - kw + 1
-        if c * h * w * o * h2 * w2 <= _TOEPLITZ_MAX:
-            gather = functools.partial(_toeplitz_by_gather, hw=(h, w))
-            contract = functools.partial(_toeplitz_by_contraction, hw=(h, w))
-            t = by_platform(gather, contract, self.weight)
-            out = x.reshape(-1) @ t
-        else:
-            patches = jnp.stack(
-                [x[:, i : i + h2, j : j + w2] for i in range(kh) for j in range(kw)],
-                axis=1,
-            ).reshape(c * kh * kw, h2 * w2)  # rows in the weight's (c, i, j) order
-            out = self.weight.reshape(o, c * kh * kw) @ patches
-        return out.reshape(o, h2, w2) + self.bias[:, None, None]
-
-
-_TOEPLITZ_MAX = 4_000_000  # entries of T (16 MB of float32)
-
-
-def _toeplitz_by_gather(weight: Float[Array, "O C kh kw"], hw: tuple[int, int]) -> Array:
-    """T as ``(C·H·W, O·H2·W2)``: the kernel scattered by a constant gather (CPU)."""
-    o, c, kh, kw = weight.shape
-    (h, w), h2, w2 = hw, hw[0] - kh + 1, hw[1] - kw + 1
-    idx = _toeplitz_index(c, h, w, kh, kw)  # (C·H·W, H2·W2) into weight.flatten()+[0]
-    wext = jnp.concatenate([weight.reshape(o, -1), jnp.zeros((o, 1))], axis=1)
-    return jnp.moveaxis(wext[:, idx], 0, 1).reshape(c * h * w, o * h2 * w2)
-
-
-def _toeplitz_by_contraction(weight: Float[Array, "O C kh kw"], hw: tuple[int, int]) -> Array:
-    """The same T as a contraction of the kernel with a constant 0/1 tensor (accelerators):
-    under `vmap` over agents a gather of per-agent weights runs as a slow custom fusion on a
-    TPU (and its gradient as a scatter-add); this is one matmul. At full precision, so every
-    entry is its kernel tap exactly (a product by 1 plus zeros), as with the gather."""
-    o, c, kh, kw = weight.shape
-    (h, w), h2, w2 = hw, hw[0] - kh + 1, hw[1] - kw + 1
-    taps = c * kh * kw
-    onehot = _toeplitz_index(c, h, w, kh, kw)[None] == np.arange(taps)[:, None, None]
-    t = jnp.einsum(
-        "ok,kpq->poq",
-        weight.reshape(o, taps),
-        jnp.asarray(onehot, weight.dtype),
-        precision=jax.lax.Precision.HIGHEST,
-    )
-    return t.reshape(c * h * w, o * h2 * w2)
-
-
-@functools.cache
-def _toeplitz_index(c: int, h: int, w: int, kh: int, kw: int) -> np.ndarray:
-    """For each (input pixel, output pixel): which kernel tap links them (c·kh·kw: none)."""
-    h2, w2 = h - kh + 1, w - kw + 1
-    idx = np.full((c, h, w, h2, w2), c * kh * kw, np.int32)
-    oh, ow = np.meshgrid(np.arange(h2), np.arange(w2), indexing="ij")
-    for ci in range(c):
-        for i in range(kh):
-            for j in range(kw):
-                idx[ci, oh + i, ow + j, oh, ow] = (ci * kh + i) * kw + j
-    return idx.reshape(c * h * w, h2 * w2)
+from ._conv import Conv2d
+from ._orthogonal import _orthogonal_linear, orthogonal
 
 
 class AbstractActorCritic(eqx.Module):
@@ -121,7 +37,7 @@ class AbstractActorCritic(eqx.Module):
 class SharedActorCritic(AbstractActorCritic):
     """Shared torso (convs for grids, then an MLP), a scalar value head and a policy head.
 
-    The default for Maze is the seed's network: Conv(3→1, 3×3) → ReLU → flatten(64) →
+    The default for Maze is the reference's network: Conv(3→1, 3×3) → ReLU → flatten(64) →
     Linear(64→64) → ReLU, value Linear(64→1), policy Linear(64→4) with an orthogonal
     initialisation at scale 0.01.
     """
@@ -325,55 +241,6 @@ def _action_dims(num_actions: int | tuple[int, ...]) -> tuple[int, ...]:
     if isinstance(num_actions, (tuple, list)):
         return tuple(int(d) for d in num_actions)
     return (int(num_actions),)
-
-
-def orthogonal(key: PRNGKeyArray, shape: tuple[int, int], scale: float) -> Float[Array, "n m"]:
-    """``jax.nn.initializers.orthogonal(scale)(key, shape)``, safe under `vmap`.
-
-    The same draw and the same arithmetic (bitwise equal where measured; tested):
-    ``z = normal(key, (max(n, m), min(n, m)))``, Q of its QR (LAPACK) with R's diagonal made
-    positive, transposed when ``n < m``. Why not jax's own: under `vmap` over agents its QR
-    becomes a *batched* LAPACK call, and jaxlib 0.10's batched CPU kernels can deadlock on
-    XLA:CPU's own thread pool (docs/jax-versions.md). Here a vmapped QR runs on CPU as a
-    `lax.map` of unbatched calls (`_q_of_qr`), which never split, so on CPU an agent's
-    initial weights are the same alone or vmapped with others.
-    """
-    n, m = shape
-    z = jax.random.normal(key, (max(n, m), min(n, m)), jnp.float32)
-    q = _q_of_qr(z)
-    return jnp.asarray(scale, jnp.float32) * (q.T if n < m else q)
-
-
-def _qr_q(a: Float[Array, "*b p k"]) -> Float[Array, "*b p k"]:
-    """The thin Q of ``a = QR`` (p ≥ k) with R's diagonal made non-negative, as jax's
-    orthogonal initializer computes it (a batch of matrices is a batched QR)."""
-    q, r = jnp.linalg.qr(a)
-    return q * jnp.sign(jnp.diagonal(r, axis1=-2, axis2=-1))[..., None, :]
-
-
-@jax.custom_batching.custom_vmap
-def _q_of_qr(a: Float[Array, "p k"]) -> Float[Array, "p k"]:
-    """`_qr_q` of one matrix. Under `vmap`, on CPU a `lax.map` of unbatched LAPACK calls (a
-    batched one can deadlock jaxlib 0.10); elsewhere the platform's batched QR."""
-    return _qr_q(a)
-
-
-@_q_of_qr.def_vmap
-def _q_of_qr_batched(axis_size: int, in_batched: list[bool], a: Array) -> tuple[Array, bool]:
-    (batched,) = in_batched
-    if not batched:
-        return _q_of_qr(a), False
-    one_at_a_time = lambda a: jax.lax.map(_q_of_qr, a)  # noqa: E731
-    return jax.lax.platform_dependent(a, cpu=one_at_a_time, default=_qr_q), True
-
-
-def _orthogonal_linear(d_in: int, d_out, scale: float, key: PRNGKeyArray) -> eqx.nn.Linear:
-    """A Linear with orthogonal weights at ``scale`` and zero bias (PureJaxRL's init)."""
-    lin = eqx.nn.Linear(d_in, d_out, key=key)
-    n_out = 1 if d_out == "scalar" else d_out
-    w = orthogonal(key, (n_out, d_in), scale=scale)
-    w = w.reshape(lin.weight.shape)
-    return eqx.tree_at(lambda m: (m.weight, m.bias), lin, (w, jnp.zeros_like(lin.bias)))
 
 
 class SeparateActorCritic(AbstractActorCritic):
@@ -625,24 +492,3 @@ def _last_bias(net: AbstractActorCritic) -> Array:
 def network_shapes(cfg, obs_shape: tuple[int, ...], action):
     """Shapes and dtypes of ``make_network``'s parameters (nothing is computed)."""
     return jax.eval_shape(lambda: make_network(cfg, obs_shape, action, jax.random.PRNGKey(0)))
-
-
-def forward_flops(cfg, obs_shape: tuple[int, ...], action, obs_dtype=jnp.float32) -> float:
-    """XLA's estimate of the floating-point operations of one observation's forward pass (one
-    step of a recurrent network): the work per minibatch row, for `Engine`'s CPU group width.
-
-    Lowered, never compiled or run (tens of milliseconds). Where the backend's cost analysis
-    gives no estimate, twice the parameter count (one multiply-add per weight).
-    """
-    net = network_shapes(cfg, obs_shape, action)
-    obs = jax.ShapeDtypeStruct(tuple(obs_shape), obs_dtype)
-    if isinstance(net, AbstractRecurrentActorCritic):
-        forward = lambda n, o: n.step(n.initial_hidden(), o)  # noqa: E731
-    else:
-        forward = lambda n, o: n(o)  # noqa: E731
-    cost = jax.jit(forward).lower(net, obs).cost_analysis()
-    flops = cost.get("flops") if isinstance(cost, dict) else None
-    if not flops or flops <= 0:
-        leaves = jax.tree.leaves(eqx.filter(net, eqx.is_inexact_array))
-        flops = 2.0 * sum(math.prod(x.shape) for x in leaves)
-    return float(flops)

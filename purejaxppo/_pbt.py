@@ -51,13 +51,14 @@ from ._chunks import RunFiles, check_chunking, open_run, run_chunks
 from ._config import INIT_ONLY_FIELDS, TRACED_FIELDS, PPOConfig, static_field_names
 from ._engine import Engine, ProgressFn, engine_for, mesh_for
 from ._groups import check_group_size
+from ._host_memory import check_pbt_memory
 from ._ppo import Metrics, RunnerState, healthy
 from ._results import History, PBTResult
-from ._search import LOG_UNIFORM_FIELDS, check_pbt_memory, check_range, initial_population
+from ._search import LOG_UNIFORM_FIELDS, check_range, initial_population
 from .envs import describe_env
 from .rundir import write_pbt_run
 from .rundir._format import config_from_json, config_to_json, read_json
-from .rundir._pbt import checkpoint_like, empty_history
+from .rundir._pbt_files import checkpoint_like, empty_history
 from .tracking import TrackedRun, Tracker
 from .tracking._recorder import as_trackers
 from .tracking._runs import finish, pbt_agents, pbt_finished, run_name, tracked

@@ -5,7 +5,7 @@ training scan; the engine (`_engine.py`) runs it for one agent (`make_train`) or
 (`sweep`). Each stage is a plain function, so benchmarks can drive the same pieces from a
 Python loop (the reference design) for comparison.
 
-Where we differ from the seed system (docs/design.md):
+Where we differ from the reference implementation (docs/design.md):
   * one masked policy for rollout and loss, masked with a finite -1e9 (seed defect 1);
   * the value head is a scalar per example, so the value loss never broadcasts (defect 2);
   * entropy is the batch mean of the per-state entropy (defect 4);

@@ -25,6 +25,7 @@ from jaxtyping import PRNGKeyArray
 from ._config import PPOConfig
 from ._engine import ProgressFn, batched, engine_for
 from ._ppo import Metrics, RunnerState
+from ._programs import TRAIN
 from .rundir._format import config_to_json
 from .stats import final_scores
 from .tracking import Finished, TrackedAgent, TrackedRun, Tracker
@@ -89,7 +90,7 @@ class Train:
         return out
 
     def _one_agent(self, key: PRNGKeyArray, hp: PPOConfig):
-        return _first(self.engine.program("train", 1)(key[None], batched(hp, 1)))
+        return _first(self.engine.program(TRAIN, 1)(key[None], batched(hp, 1)))
 
     # ---- chunked training (checkpoints): the same scan body, K updates per program call ----
     def init(self, key: PRNGKeyArray, config: PPOConfig | None = None) -> RunnerState:
@@ -115,7 +116,7 @@ class Train:
         Lets callers time compilation and running separately (the CLI and benchmarks do).
         """
         hp = batched(self._hyperparameters(config), 1)
-        compiled = self.engine.compiled("train", 1, key[None], hp)
+        compiled = self.engine.compiled(TRAIN, 1, key[None], hp)
 
         def run(key: PRNGKeyArray, config: PPOConfig | None = None):
             return _first(compiled(key[None], batched(self._hyperparameters(config), 1)))

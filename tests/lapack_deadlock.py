@@ -7,7 +7,7 @@ Run:  python tests/lapack_deadlock.py --init jax    # hangs on jax 0.10.2 (0 % C
 matrices: under vmap, jax's initializer becomes a *batched* LAPACK QR, which jaxlib 0.10 splits
 into chunks scheduled on the XLA:CPU thread pool it is running on, then waits for; with every
 pool worker doing the same, nothing runs them (docs/jax-versions.md). Our initializer
-(`purejaxppo._networks.orthogonal`) runs a vmapped QR as a `lax.map` of unbatched LAPACK calls,
+(`purejaxppo._orthogonal.orthogonal`) runs a vmapped QR as a `lax.map` of unbatched LAPACK calls,
 which never split. Prints the batched LAPACK custom calls in the lowered program, then runs it
 ``--calls`` times.
 """
@@ -19,7 +19,7 @@ import time
 import jax
 import jax.numpy as jnp
 
-from purejaxppo._networks import orthogonal
+from purejaxppo._orthogonal import orthogonal
 
 #: A LAPACK custom call in lowered StableHLO text, with its number of batch dimensions.
 LAPACK_CALL = re.compile(r'custom_call @(lapack_\w+)\([^)]*\) \{[^\n]*?num_batch_dims = "(\d+)"')

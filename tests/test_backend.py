@@ -14,12 +14,13 @@ import numpy as np
 import pytest
 from conftest import needs_gymnax
 
-from purejaxppo import PPOConfig, _networks, _ppo, make_train
+from purejaxppo import PPOConfig, _conv, _ppo, make_train
 from purejaxppo._backend import by_platform
+from purejaxppo._conv import _toeplitz_by_contraction, _toeplitz_by_gather
 from purejaxppo._distributions import _factor_view, masked_log_probs, take
 from purejaxppo._engine import Engine, batched
-from purejaxppo._networks import _toeplitz_by_contraction, _toeplitz_by_gather
 from purejaxppo._packing import pack_rows, unpack_rows
+from purejaxppo._programs import TRAIN
 
 
 def bits(x) -> np.ndarray:
@@ -91,7 +92,7 @@ def accelerator_path(monkeypatch):
         return accelerator(*args)
 
     monkeypatch.setattr(_ppo, "by_platform", choose)
-    monkeypatch.setattr(_networks, "by_platform", choose)
+    monkeypatch.setattr(_conv, "by_platform", choose)
 
 
 def cartpole(**kw):
@@ -162,7 +163,7 @@ def per_agent_gathers(cfg: PPOConfig, platform: str) -> list[str]:
     engine = Engine(cfg, mesh=False)
     args = (jax.random.split(jax.random.PRNGKey(0), 8), batched(cfg.traced(), 8))
     shapes = jax.tree.map(lambda x: jax.ShapeDtypeStruct(jnp.shape(x), jnp.result_type(x)), args)
-    exported = jax.export.export(jax.jit(engine.program("train", 8)), platforms=(platform,))
+    exported = jax.export.export(jax.jit(engine.program(TRAIN, 8)), platforms=(platform,))
     text = exported(*shapes).mlir_module()
     locations = dict(re.findall(r"^(#loc\d+) = (.*)$", text, re.M))
     return [
@@ -188,7 +189,7 @@ def dot_precisions(cfg: PPOConfig) -> set[str]:
     engine = Engine(cfg, mesh=False)
     args = (jax.random.split(jax.random.PRNGKey(0), 1), batched(cfg.traced(), 1))
     shapes = jax.tree.map(lambda x: jax.ShapeDtypeStruct(jnp.shape(x), jnp.result_type(x)), args)
-    exported = jax.export.export(jax.jit(engine.program("train", 1)), platforms=("tpu",))
+    exported = jax.export.export(jax.jit(engine.program(TRAIN, 1)), platforms=("tpu",))
     text = exported(*shapes).mlir_module()
     lines = [line for line in text.splitlines() if "stablehlo.dot_general" in line]
     assert lines

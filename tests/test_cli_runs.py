@@ -324,7 +324,7 @@ def test_a_one_seed_curve_claims_no_confidence_band(tmp_path, titles_and_legends
 @pytest.mark.parametrize("interval", [1, 4])
 def test_the_lineage_legend_names_exactly_the_lines_drawn(titles_and_legends, interval):
     from purejaxppo import PPOConfig, pbt
-    from purejaxppo.rundir._pbt import _lineage
+    from purejaxppo.rundir._pbt_files import _lineage
 
     cfg = PPOConfig(env="CartPole-v1", num_envs=4, num_steps=32, minibatch_size=32,
                     total_timesteps=384, update_epochs=1, mlp_widths=(8,))  # fmt: skip

@@ -1,4 +1,4 @@
-"""PPOConfig: defaults are the seed's; bad values are refused with the field and the fix."""
+"""PPOConfig: defaults are the reference's; bad values are refused with the field and the fix."""
 
 import math
 

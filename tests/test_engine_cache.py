@@ -15,6 +15,7 @@ from conftest import SMALL, tree_equal
 
 from purejaxppo import _engine
 from purejaxppo._engine import Engine, agent_inputs
+from purejaxppo._programs import Run
 
 MAPS = "/proc/self/maps"
 
@@ -45,7 +46,7 @@ def test_programs_past_the_limit_are_freed_and_compile_again_alike(limit_of_one)
         engine.run(state, hp, k)  # each a new program; each frees the one before
     gc.collect()
     grown = mappings() - at_limit
-    assert [kind for kind, *_ in engine._compiled] == [("run", 3)]
+    assert [kind for kind, *_ in engine._compiled] == [Run(3)]
     # Two more programs at ~600 mappings each (measured) would add ~1,200 if kept.
     assert grown < 300, f"{grown} new memory mappings after 2 programs past the limit"
     assert tree_equal(engine.run(state, hp, 1), first)  # compiled again, same result

@@ -11,8 +11,8 @@ from conftest import ACROSS_SHAPES, SMALL, needs_cpu, needs_gymnax, tree_close, 
 from purejaxppo import PPOConfig, sweep
 from purejaxppo._distributions import Categorical, policy_distribution
 from purejaxppo._engine import Engine, agent_inputs
-from purejaxppo._groups import CPU_FLOPS_PER_GROUP
-from purejaxppo._networks import forward_flops
+from purejaxppo._groups import CPU_FLOPS_PER_GROUP, forward_flops
+from purejaxppo._programs import TRAIN
 from purejaxppo.cli import main
 from purejaxppo.engine import default_group_size
 from purejaxppo.envs import make_env
@@ -34,7 +34,7 @@ def test_grouped_equals_ungrouped_agent_by_agent(six, width):
     keys, hp, whole = six
     engine = Engine(CFG, mesh=False, group_size=width)
     grouped = engine(keys, hp)
-    assert engine.groups[("train", 6)] == width
+    assert engine.groups[(TRAIN, 6)] == width
     assert jax.tree.leaves(grouped[1])[0].shape[0] == 6  # the padding agents are dropped
     assert tree_close(grouped, whole, **ACROSS_SHAPES)
     assert tree_equal(Engine(CFG, mesh=False, group_size=width)(keys, hp), grouped)  # bitwise
@@ -44,7 +44,7 @@ def test_a_width_at_or_above_the_population_runs_it_all_at_once(six):
     keys, hp, whole = six
     engine = Engine(CFG, mesh=False, group_size=100)  # allowed: all six in one group
     assert tree_equal(engine(keys, hp), whole)  # the same program as group_size=6
-    assert engine.groups[("train", 6)] == 6
+    assert engine.groups[(TRAIN, 6)] == 6
 
 
 @pytest.mark.slow  # a longer check: the slow tier keeps the fast one under 5 min

@@ -19,7 +19,9 @@ from lapack_deadlock import lapack_calls
 
 from purejaxppo import PPOConfig, make_train
 from purejaxppo._engine import Engine, agent_inputs
-from purejaxppo._networks import make_network, orthogonal
+from purejaxppo._networks import make_network
+from purejaxppo._orthogonal import orthogonal
+from purejaxppo._programs import INIT, TRAIN
 from purejaxppo.envs import make_env
 
 pytestmark = pytest.mark.skipif(jax.default_backend() != "cpu", reason="LAPACK is CPU's")
@@ -78,7 +80,7 @@ def test_vmapped_init_has_no_batched_lapack_call(cfg):
 def test_trainer_programs_have_no_batched_lapack_call():
     keys, hp, _ = agent_inputs(SMALL, {}, [0, 1, 2])
     engine = Engine(SMALL, mesh=False)
-    for kind in ("init", "train"):
+    for kind in (INIT, TRAIN):
         lowered = jax.jit(engine.program(kind, 3)).lower(keys, hp)
         assert lapack_calls(lowered.as_text()) != [], kind
         assert batched_lapack_calls(lowered) == [], kind

@@ -1,4 +1,4 @@
-"""Learning on the seed's mazes, with the seed's budgets (fixed keys, no tuning to the test)."""
+"""Learning on the reference's mazes, with its budgets (fixed keys, no tuning to the test)."""
 
 import jax
 import numpy as np

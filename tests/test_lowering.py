@@ -21,6 +21,7 @@ from conftest import SMALL, needs_gymnax
 from purejaxppo import PPOConfig
 from purejaxppo._engine import Engine, batched
 from purejaxppo._pbt import PBTCarry, check_pbt_args
+from purejaxppo._programs import INIT, TRAIN, Generations
 from purejaxppo._search import initial_population
 from purejaxppo._xla_cpu import UNROLL_BELOW, unrolled_threefry
 
@@ -73,7 +74,7 @@ PENDULUM = PPOConfig(env="Pendulum-v1", num_envs=4, num_steps=16, minibatch_size
 )
 def test_the_trainer_lowers_for_gpu_and_tpu_with_no_cpu_only_calls(name, cfg, n, group):
     engine = Engine(cfg, mesh=False)
-    exported = export(engine.program("train", n, group), *agents(cfg, n))
+    exported = export(engine.program(TRAIN, n, group), *agents(cfg, n))
     assert set(exported.platforms) == set(PLATFORMS)
     assert custom_calls(exported) <= NEUTRAL | PLATFORM_QR, (name, custom_calls(exported))
 
@@ -84,9 +85,9 @@ def test_pbt_generations_lower_for_gpu_and_tpu():
                           ranges)  # fmt: skip
     keys, hp, pbt_key = initial_population(SMALL, 8, 0, ranges)
     engine = Engine(SMALL, mesh=False)
-    state = jax.eval_shape(engine.program("init", 8), keys, hp)
+    state = jax.eval_shape(engine.program(INIT, 8), keys, hp)
     carry = PBTCarry(pbt_key, jnp.asarray(0, jnp.int32))
-    program = engine.program(("generations", 1, 2, step, 1), 8)
+    program = engine.program(Generations(1, 2, step, 1), 8)
     exported = export(program, state, hp, carry)
     assert custom_calls(exported) <= NEUTRAL, custom_calls(exported)
 
@@ -97,7 +98,7 @@ def test_pbt_generations_lower_for_gpu_and_tpu():
 def test_the_cpu_only_prng_rule_is_scoped_to_cpu():
     # This check can fail: lowered for CPU, the program carries jax's rolled threefry loops
     # (while loops) and `unrolled_threefry` removes them; for cuda/tpu the rule is unchanged.
-    program = Engine(SMALL, mesh=False).program("init", 1)
+    program = Engine(SMALL, mesh=False).program(INIT, 1)
     shapes = jax.tree.map(
         lambda x: jax.ShapeDtypeStruct(jnp.shape(x), jnp.result_type(x)), agents(SMALL, 1)
     )
@@ -126,7 +127,7 @@ def test_the_sharded_program_lowers_for_gpu_and_tpu():
         spec = NamedSharding(engine.mesh, PartitionSpec("agents"))
         shapes = jax.tree.map(lambda x: jax.ShapeDtypeStruct(jnp.shape(x), jnp.result_type(x),
                                                              sharding=spec), (keys, hp))
-        fn = jax.jit(engine.program("train", 8))
+        fn = jax.jit(engine.program(TRAIN, 8))
         exported = jax.export.export(fn, platforms=("cuda", "tpu"))(*shapes)
         text = exported.mlir_module()
         out["calls"] = sorted(set(re.findall(r'call_target_name = "([^"]+)"', text))

@@ -1,4 +1,4 @@
-"""Maze layouts: the seed's mazes, user layouts, and every bad-layout error."""
+"""Maze layouts: the reference's mazes, user layouts, and every bad-layout error."""
 
 import collections
 

@@ -14,6 +14,7 @@ from purejaxppo import PPOConfig, make_train, pbt, resume_pbt
 from purejaxppo._engine import Engine, engine_for
 from purejaxppo._pbt import PBTCarry, PopulationStep, fitness_of
 from purejaxppo._ppo import Metrics
+from purejaxppo._programs import INIT
 from purejaxppo._search import initial_population
 
 # 6 updates of CartPole (episodes end in every update, so fitness is finite from the first
@@ -161,9 +162,9 @@ def test_a_whole_run_is_one_program_and_never_recompiles_across_generations():
     before = set(engine._compiled)
     first = pbt(CFG, 6, seed=0, **kwargs)
     traces, compiled = engine.num_traces, set(engine._compiled)
-    runs = [k[0] for k in compiled - before if k[0] != "init"]
+    runs = [k[0] for k in compiled - before if k[0] != INIT]
     # the whole run (2 generations with a step, then the last) is one program
-    assert len(runs) == 1 and runs[0][:3] == ("generations", 2, 2) and runs[0][4] == 2
+    assert len(runs) == 1 and (runs[0].interval, runs[0].count, runs[0].tail) == (2, 2, 2)
     again = pbt(CFG, 6, seed=0, **kwargs)
     other = pbt(CFG, 6, seed=5, interval=2, mesh=False, lr=(1e-4, 1e-2), ent_coef=(0.0, 0.05))
     assert engine.num_traces == traces and set(engine._compiled) == compiled

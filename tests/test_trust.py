@@ -17,6 +17,7 @@ from purejaxppo import PPOConfig, load_policy, sweep
 from purejaxppo._chunks import auto_chunk, shorter_chunk
 from purejaxppo._engine import Engine, agent_inputs, engine_for
 from purejaxppo._evaluate import evaluate, has_success
+from purejaxppo._programs import TRAIN
 from purejaxppo.rundir import CheckpointError, write_run
 from purejaxppo.rundir._lock import RunDirError, RunDirWarning, claim
 
@@ -365,7 +366,7 @@ def test_a_population_too_big_for_one_pass_is_split_and_equals_one_program(monke
     cfg = SMALL.replace(update_epochs=1)
     keys, hp, _ = agent_inputs(cfg, {}, list(range(6)))
     whole = engine_for(cfg, mesh=False)(keys, hp)
-    need = engine_for(cfg, mesh=False).compiled("train", 6, keys, hp)
+    need = engine_for(cfg, mesh=False).compiled(TRAIN, 6, keys, hp)
     from purejaxppo._memory import program_bytes
 
     total = program_bytes(need)
@@ -374,7 +375,7 @@ def test_a_population_too_big_for_one_pass_is_split_and_equals_one_program(monke
     monkeypatch.setenv("PUREJAXPPO_MEMORY_BYTES", str(int((total - temp * 2.5 / 6) / 0.8)))
     split_engine = Engine(cfg, mesh=False)
     split = split_engine(keys, hp)
-    assert split_engine.groups[("train", 6)] < 6  # split into groups, in one program
+    assert split_engine.groups[(TRAIN, 6)] < 6  # split into groups, in one program
     assert tree_close(split, whole, **ACROSS_SHAPES)
     solo = Engine(cfg, mesh=False, group_size=1)(keys, hp)  # one at a time: each agent alone
     assert tree_close(solo, whole, **ACROSS_SHAPES)
@@ -413,7 +414,7 @@ def test_a_program_the_compiler_refuses_for_memory_is_split_into_groups(monkeypa
     refusing_compiler(monkeypatch, widest=2)
     split_engine = Engine(cfg, mesh=False)
     split = split_engine(keys, hp)
-    assert split_engine.groups[("train", 4)] == 2
+    assert split_engine.groups[(TRAIN, 4)] == 2
     assert tree_close(split, whole, **ACROSS_SHAPES)
 
 

@@ -22,7 +22,7 @@ from ._bench import bench
 from ._eval import evaluate_run
 from ._files import file_defaults
 from ._flags import BenchCmd, EvalCmd, PBTCmd, SweepCmd, TrainCmd
-from ._pbt import train_pbt
+from ._pbt_cmd import train_pbt
 from ._train import train
 
 

@@ -47,7 +47,7 @@ def _config_fields() -> list:
 
 
 ConfigFlags = dataclasses.make_dataclass("ConfigFlags", _config_fields(), frozen=True)
-ConfigFlags.__doc__ = "PPOConfig fields (defaults: the seed system's medium maze)."
+ConfigFlags.__doc__ = "PPOConfig fields (defaults: the reference's medium maze)."
 
 _SWEEPABLE_INT = ("num_envs", "num_steps", "total_timesteps", "update_epochs", "minibatch_size")
 SweepAxes = dataclasses.make_dataclass(

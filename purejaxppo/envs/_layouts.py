@@ -1,4 +1,4 @@
-"""Maze layouts: the seed's easy and medium mazes, user layouts, and their Jumanji generator.
+"""Maze layouts: the reference's easy and medium mazes, user layouts, and their Jumanji generator.
 
 A layout is a tuple of equal-length strings: ``#`` wall, ``.`` free, ``S`` a possible start,
 ``G`` a possible target. Every episode draws its start and its target uniformly and
@@ -17,9 +17,9 @@ from jumanji.environments.routing.maze.generator import Generator
 from jumanji.environments.routing.maze.types import Position, State
 
 EASY: tuple[str, ...] = ("S.........",) + ("..........",) * 8 + (".........G",)
-"""The seed's easy maze: no walls, start (0, 0), target (9, 9)."""
+"""The reference's easy maze: no walls, start (0, 0), target (9, 9)."""
 
-# The seed drew start and target with an exclusive upper bound of 2, so only 4 of these
+# The reference drew start and target with an exclusive upper bound of 2, so only 4 of these
 # 9 combinations ever occurred (defect 3). Here all 3 × 3 are drawn uniformly.
 MEDIUM: tuple[str, ...] = (
     "S.#..#.##S",
@@ -33,7 +33,7 @@ MEDIUM: tuple[str, ...] = (
     "###..#.##.",
     "S....#....",
 )
-"""The seed's medium maze: starts {(0,0), (9,0), (0,9)}, targets {(3,9), (7,8), (7,0)}."""
+"""The reference's medium maze: starts {(0,0), (9,0), (0,9)}, targets {(3,9), (7,8), (7,0)}."""
 
 NAMED = {"easy": EASY, "medium": MEDIUM}
 

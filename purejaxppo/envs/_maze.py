@@ -1,4 +1,4 @@
-"""Jumanji's Maze-v0 with the seed's image encoding, an egocentric or local (partially
+"""Jumanji's Maze-v0 with the reference's image encoding, an egocentric or local (partially
 observed) view, a reset pool of random mazes, and an optional visited-cells plane."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from ._layouts import LayoutGenerator, MazeLayout, resolve_maze
 
 
 class JumanjiMaze(Env):
-    """Jumanji ``Maze-v0`` with the seed's 3-channel image encoding, or an egocentric one.
+    """Jumanji ``Maze-v0`` with the reference's 3-channel image encoding, or an egocentric one.
 
     ``view="full"``: channel 0 is the walls, channel 1 a one-hot of the agent, channel 2 a
     one-hot of the target, stored as uint8 (a quarter of float32). ``view="egocentric"``: the

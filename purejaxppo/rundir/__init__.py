@@ -13,7 +13,7 @@ through it and never parses the JSON files itself.
 from ._format import CheckpointError as CheckpointError
 from ._lock import RunDirError as RunDirError
 from ._lock import RunDirWarning as RunDirWarning
-from ._pbt import write_pbt_run as write_pbt_run
+from ._pbt_files import write_pbt_run as write_pbt_run
 from ._read import RunInfo as RunInfo
 from ._read import describe as describe
 from ._read import load_agents as load_agents

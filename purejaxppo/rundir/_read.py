@@ -34,7 +34,7 @@ from ._format import (
     read_json,
     read_verified,
 )
-from ._pbt import read_pbt_checkpoint  # a PBT run from before params.eqx
+from ._pbt_files import read_pbt_checkpoint  # a PBT run from before params.eqx
 
 
 # ------------------------------------------------------------------------------- loaders ---

@@ -21,8 +21,8 @@ def train_pbt(cmd: PBTCmd, argv: list[str]) -> int:
     import jax
 
     from .._backend import devices_line
+    from .._host_memory import check_pbt_memory
     from .._pbt import check_pbt_args, pbt, resume_pbt
-    from .._search import check_pbt_memory
     from ..rundir._lock import claim
 
     check_run_flags(cmd, argv)
