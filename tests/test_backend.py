@@ -203,6 +203,7 @@ def test_matmul_precision_reaches_every_product_of_the_training_program():
     assert highest == {"HIGHEST, HIGHEST"}, highest
     default = dot_precisions(cfg)
     # the conv matrix's one-hot contraction is HIGHEST whatever the setting (exactness)
-    assert default - {"HIGHEST, HIGHEST"} == {"none"}, default
+    rest = default - {"HIGHEST, HIGHEST"}  # the network's own products: jax's default
+    assert rest and rest <= {"none", "DEFAULT, DEFAULT"}, default
     with pytest.raises(ValueError, match="matmul_precision.*highest"):
         PPOConfig(matmul_precision="float32")
