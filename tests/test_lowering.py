@@ -121,6 +121,7 @@ def test_the_sharded_program_lowers_for_gpu_and_tpu():
         """
         import re
         from purejaxppo._engine import Engine, batched
+        from purejaxppo._programs import TRAIN
         engine = Engine(SMALL)  # 4 devices: shard_map over the agent axis
         keys = jax.random.split(jax.random.PRNGKey(0), 8)
         hp = batched(SMALL.traced(), 8)
