@@ -69,8 +69,12 @@ def test_eval_of_a_pbt_run_scores_every_agent_with_its_final_hyperparameters(pbt
     assert meta["kind"] == "pbt" and meta["axes"] == {"agent": [0, 1, 2]}
     with np.load(pbt_dir / "metrics.npz") as npz:  # the schedule's last value, per agent
         np.testing.assert_array_equal(meta["values"]["lr"], npz["hp_lr"][:, -1])
+    # where it ran, recorded and said (a PBT run writes its own config.json)
+    assert meta["ran_on"]["backend"] == jax.default_backend() and "started_on" not in meta
+    assert f"Trained on {jax.default_backend()} (" in (pbt_dir / "summary.md").read_text()
     code, out, err = cli(capsys, "eval", pbt_dir, "--episodes", "3")
     assert code == 0, err
+    assert f"trained on {jax.default_backend()} (" in out
     rows = [line.split(" | ") for line in out.splitlines() if line[:1].isdigit()]
     assert [r[0] for r in rows] == ["0", "1", "2"]
     assert [float(r[1]) for r in rows] == pytest.approx(meta["values"]["lr"], rel=1e-3)

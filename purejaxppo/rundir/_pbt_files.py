@@ -35,7 +35,7 @@ from .._search import LOG_UNIFORM_FIELDS, initial_population
 from ..envs import describe_env
 from ._format import CheckpointError, atomic_write, config_from_json, read_json, read_newest_intact
 from ._lock import claim
-from ._write import resolved_config_json, write_params
+from ._write import place_line, resolved_config_json, where_it_ran, write_params
 
 
 def write_pbt_run(run_dir: str | Path, res: PBTResult, timings: dict) -> str:
@@ -63,6 +63,7 @@ def _write_pbt_run(run_dir: Path, res: PBTResult, timings: dict) -> str:
         "num_agents": res.population,
         "finished": False,  # until every file below is written
         "timings": timings,
+        **where_it_ran(run_dir),
     }
     if describe_env(res.config) is not None:  # an own environment (read_run compares)
         meta["env"] = describe_env(res.config)
@@ -78,7 +79,7 @@ def _write_pbt_run(run_dir: Path, res: PBTResult, timings: dict) -> str:
     atomic_write(run_dir / "curves.png", _curves(res, best, steps))
     atomic_write(run_dir / "hyperparameters.png", _schedules(res, best, steps))
     atomic_write(run_dir / "lineage.png", _lineage(res, best))
-    text = summary(res, timings)
+    text = summary(res, timings) + f"\nTrained on {place_line(meta)}.\n"
     atomic_write(run_dir / "summary.md", text.encode())
     meta["finished"] = True
     atomic_write(run_dir / "config.json", json.dumps(meta, indent=1).encode())

@@ -95,11 +95,8 @@ def _write_run(run_dir: Path, result: SweepResult, timings, eval_episodes, gif, 
         "num_agents": num_agents,
         "finished": False,  # until every file below is written
         "timings": timings,
-        "ran_on": ran_on(),  # where these results were computed (and finished)
+        **where_it_ran(run_dir),
     }
-    started = _started_on(run_dir)
-    if started is not None and _place(started) != _place(meta["ran_on"]):
-        meta["started_on"] = started  # a checkpointed run moved between machines
     if describe_env(cfg) is not None:  # an own environment, described (read_run compares)
         meta["env"] = describe_env(cfg)
     atomic_write(run_dir / "config.json", json.dumps(meta, indent=1).encode())
@@ -235,6 +232,16 @@ def place_line(meta: dict) -> str:
     if "started_on" in meta:
         line += f", resumed from checkpoints written on {describe_place(meta['started_on'])}"
     return line
+
+
+def where_it_ran(run_dir: Path) -> dict:
+    """``config.json``'s record of where a run was computed: ``ran_on`` (this process: the
+    one that finished it), and ``started_on`` when its checkpoints began elsewhere."""
+    out = {"ran_on": ran_on()}
+    started = _started_on(run_dir)
+    if started is not None and _place(started) != _place(out["ran_on"]):
+        out["started_on"] = started  # a checkpointed run moved between machines
+    return out
 
 
 def _started_on(run_dir: Path) -> dict | None:
