@@ -11,6 +11,10 @@ minibatch rows (`_ppo`)    gather each field's rows per           pack every fie
                            minibatch: nothing copied per epoch    one uint32 row, permute the
                                                                   packed rows once per epoch,
                                                                   slice minibatches (`_packing`)
+permuting the packed rows  (not used)                             TPU: a Pallas kernel, rows
+(`_permute`)                                                      copied in vector memory; GPU,
+                                                                  or rows too big for it: XLA's
+                                                                  gather
 epochs per loop iteration  2 (`_ppo.EPOCH_UNROLL`: XLA:CPU      1 (the same speed, half the
                            schedules a small agent better)        program to compile)
 conv as a matrix           the kernel scattered by a constant     a one-hot contraction on the

@@ -38,7 +38,8 @@ def pack_rows(tree: Any) -> tuple[UInt32[Array, "rows words"], RowLayout]:
     """Every leaf's row ``i`` side by side in row ``i`` of one uint32 matrix.
 
     Leaves of 4-byte dtypes take one word per element, 1- and 2-byte dtypes (bool, uint8,
-    bfloat16, ...) share words, padded to a whole word per leaf; 8-byte ones take two.
+    bfloat16, ...) share words (planar, padded to a whole word per leaf); 8-byte ones take
+    two.
     """
     leaves, treedef = jax.tree.flatten(tree)
     rows = leaves[0].shape[0]
@@ -73,10 +74,19 @@ def _to_words(x: Array) -> UInt32[Array, "rows w"]:
         return lax.bitcast_convert_type(flat, jnp.uint32)
     if size == 8:
         return lax.bitcast_convert_type(flat, jnp.uint32).reshape(rows, -1)
-    per = 4 // size  # elements per word, consecutive
-    n = flat.shape[1]
-    flat = jnp.pad(flat, ((0, 0), (0, -n % per)))
-    return lax.bitcast_convert_type(flat.reshape(rows, -1, per), jnp.uint32)
+    # 1- and 2-byte elements share words planar: word j holds elements j, j + q, j + 2q, ...
+    # (q words), so unpacking is shifts and one concatenation, with no minor axis of 4 bytes
+    # (which a TPU pads to 128 lanes: the maze's observations took ~100 ms per 256-agent
+    # update to unpack from consecutive bytes; docs/benchmarks.md).
+    per = 4 // size
+    q = -(-flat.shape[1] // per)
+    flat = jnp.pad(flat, ((0, 0), (0, per * q - flat.shape[1])))
+    bits = lax.bitcast_convert_type(flat, _UNSIGNED[size])
+    # plane by plane, so that no 4-byte copy of the whole field is made first
+    word = bits[:, :q].astype(jnp.uint32)
+    for k in range(1, per):
+        word = word | (bits[:, k * q : (k + 1) * q].astype(jnp.uint32) << (8 * size * k))
+    return word
 
 
 def _from_words(words: Array, rows: int, shape: tuple[int, ...], dtype: Any) -> Array:
@@ -88,7 +98,15 @@ def _from_words(words: Array, rows: int, shape: tuple[int, ...], dtype: Any) -> 
     elif size == 8:
         flat = lax.bitcast_convert_type(words.reshape(rows, -1, 2), stored)
     else:
-        flat = lax.bitcast_convert_type(words, stored).reshape(rows, -1)[:, :n]
+        mask = jnp.uint32((1 << (8 * size)) - 1)
+        planes = [
+            ((words >> (8 * size * k)) & mask).astype(_UNSIGNED[size]) for k in range(4 // size)
+        ]
+        bits = jnp.concatenate(planes, axis=1)[:, :n]
+        flat = lax.bitcast_convert_type(bits, stored)
     if dtype == jnp.bool_:
         flat = flat != 0
     return flat.reshape(rows, *shape)
+
+
+_UNSIGNED = {1: jnp.uint8, 2: jnp.uint16}

@@ -32,6 +32,7 @@ from ._distributions import Categorical, Distribution, policy_distribution
 from ._networks import AbstractActorCritic, is_recurrent, make_network
 from ._normalize import RewardScaler, RunningStats, wanted
 from ._packing import pack_rows, unpack_rows
+from ._permute import permute_rows
 from .envs import Env
 
 
@@ -479,7 +480,8 @@ def learn(
 
         def epoch(carry, key):
             with jax.named_scope("shuffle"):
-                shuffled = words[shuffle(key, rows)]  # one gather of whole rows per epoch
+                # whole rows, once per epoch (on a TPU by a kernel: `_permute`)
+                shuffled = permute_rows(words, shuffle(key, rows))
 
             def minibatch(carry, mb_words):
                 with jax.named_scope("gather"):

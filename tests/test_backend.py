@@ -14,12 +14,13 @@ import numpy as np
 import pytest
 from conftest import needs_gymnax
 
-from purejaxppo import PPOConfig, _conv, _ppo, make_train
+from purejaxppo import PPOConfig, _conv, _permute, _ppo, make_train
 from purejaxppo._backend import by_platform
 from purejaxppo._conv import _toeplitz_by_contraction, _toeplitz_by_gather
 from purejaxppo._distributions import _factor_view, masked_log_probs, take
 from purejaxppo._engine import Engine, batched
 from purejaxppo._packing import pack_rows, unpack_rows
+from purejaxppo._permute import permute_rows
 from purejaxppo._programs import TRAIN
 
 
@@ -173,15 +174,60 @@ def per_agent_gathers(cfg: PPOConfig, platform: str) -> list[str]:
     ]
 
 
-def test_on_a_tpu_the_only_per_agent_gather_is_the_epochs_permutation():
-    """On a TPU a gather with per-agent indices costs ~10 ns per index (docs/benchmarks.md,
-    "On a TPU"); the maze program keeps one, permuting each epoch's packed rows. The CPU's
-    program gathers each field per minibatch, and in the env and the network."""
+def test_on_a_tpu_no_gather_has_per_agent_indices():
+    """On a TPU a gather with per-agent indices costs ~13 ns per index (docs/benchmarks.md,
+    "On a TPU"); the maze program has none: each epoch's packed rows are permuted by the
+    `_permute` kernel. The CPU's program gathers each field per minibatch, and in the env
+    and the network."""
     cfg = PPOConfig(num_envs=4, num_steps=32, minibatch_size=32, update_epochs=2,
                     total_timesteps=256)  # fmt: skip
-    tpu = per_agent_gathers(cfg, "tpu")
-    assert len(tpu) == 1 and "shuffle/gather" in tpu[0], tpu
+    assert per_agent_gathers(cfg, "tpu") == []
     assert len(per_agent_gathers(cfg, "cpu")) > 5
+
+
+def test_the_tpu_program_permutes_rows_with_the_kernel():
+    cfg = PPOConfig(num_envs=4, num_steps=32, minibatch_size=32, update_epochs=2,
+                    total_timesteps=256)  # fmt: skip
+    engine = Engine(cfg, mesh=False)
+    args = (jax.random.split(jax.random.PRNGKey(0), 8), batched(cfg.traced(), 8))
+    shapes = jax.tree.map(lambda x: jax.ShapeDtypeStruct(jnp.shape(x), jnp.result_type(x)), args)
+    for platform, calls in (("tpu", 1), ("cpu", 0), ("cuda", 0)):
+        exported = jax.export.export(jax.jit(engine.program(TRAIN, 8)), platforms=(platform,))
+        assert exported(*shapes).mlir_module().count("tpu_custom_call") == calls, platform
+
+
+@pytest.mark.parametrize("rows,width", [(64, 84), (13, 3), (512, 130)])
+def test_the_permutation_kernel_is_the_gather(rows, width):
+    """The TPU kernel (run by Pallas's interpreter here) against ``x[perm]``, per agent."""
+    x = jax.random.bits(jax.random.PRNGKey(1), (3, rows, width), jnp.uint32)
+    keys = jax.random.split(jax.random.PRNGKey(2), 3)
+    perm = jax.vmap(lambda k: jax.random.permutation(k, rows))(keys)
+    expected = np.stack([np.asarray(x[a])[np.asarray(perm[a])] for a in range(3)])
+    np.testing.assert_array_equal(_permute._pallas(x, perm, interpret=True), expected)
+    # what the trainer calls, under its vmap over agents (and one agent alone)
+    np.testing.assert_array_equal(jax.jit(jax.vmap(permute_rows))(x, perm), expected)
+    np.testing.assert_array_equal(permute_rows(x[1], perm[1]), expected[1])
+    shared = jax.vmap(permute_rows, in_axes=(None, 0))(x[0], perm)
+    np.testing.assert_array_equal(shared, np.asarray(x[0])[np.asarray(perm)])
+
+
+def tpu_permutation_ops(rows: int, width: int) -> tuple[bool, bool]:
+    """(kernel, gather) in `permute_rows` of 2 agents exported for a TPU."""
+    words = jax.ShapeDtypeStruct((2, rows, width), jnp.uint32)
+    perm = jax.ShapeDtypeStruct((2, rows), jnp.int32)
+    exported = jax.export.export(jax.jit(jax.vmap(permute_rows)), platforms=("tpu",))
+    text = exported(words, perm).mlir_module()
+    return "tpu_custom_call" in text, "stablehlo.gather" in text
+
+
+def test_rows_too_big_for_vector_memory_take_the_gather():
+    assert tpu_permutation_ops(8192, 84) == (True, False)
+    assert tpu_permutation_ops(65536, 200) == (False, True)  # 64 MiB per agent
+
+
+def test_a_jax_without_pallas_takes_the_gather(monkeypatch):
+    monkeypatch.setattr(_permute, "_has_pallas", lambda: False)
+    assert tpu_permutation_ops(8192, 84) == (False, True)
 
 
 def dot_precisions(cfg: PPOConfig) -> set[str]:
