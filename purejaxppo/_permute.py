@@ -15,12 +15,17 @@ import functools
 import jax
 import jax.numpy as jnp
 from jax import lax
+from jax.extend.core import Primitive
+from jax.interpreters import batching, mlir
 from jaxtyping import Array, Int, UInt32
 
-#: Vector memory the kernel may plan for: its input and output blocks, each double-buffered.
-#: Every TPU since v4 has at least 64 MiB of it (`pltpu.get_tpu_info`); bigger batches take
-#: XLA's gather.
+#: Vector memory the kernel may plan for (its input and output blocks, each double-buffered),
+#: at most 3/4 of the chip's (`pltpu.get_tpu_info`: 128 MiB on a v5e or v6e, 64 MiB on a v5p,
+#: 16 MiB on a v4). Bigger batches take XLA's gather.
 VMEM_BUDGET = 48 * 2**20
+#: The vector memory assumed where no TPU is attached (a program exported for a TPU from
+#: another machine): a v5e's, the chip the kernel was measured on.
+ASSUMED_VMEM = 128 * 2**20
 
 #: Row copies per iteration of the kernel's loop (8 and 16 measured alike on a v5e).
 UNROLL = 8
@@ -33,44 +38,69 @@ def permute_rows(
 
     Batched by `jax.vmap` (the engine maps it over agents) as one kernel over every agent.
     """
-    return _batched_permute(words[None], perm[None])[0]
+    return _permute_p.bind(words[None], perm[None].astype(jnp.int32))[0]
 
 
-@jax.custom_batching.custom_vmap
-def _batched_permute(words, perm):
-    return _by_platform(words, perm)
+def _gather(words: UInt32[Array, "a rows w"], perm: Int[Array, "a rows"]):
+    return jax.vmap(lambda x, p: x[p])(words, perm)
 
 
-@_batched_permute.def_vmap
-def _rule(axis_size, in_batched, words, perm):
-    words_batched, perm_batched = in_batched
-    # one leading axis of agents, as the kernel's grid wants it
-    words = words if words_batched else jnp.broadcast_to(words, (axis_size, *words.shape))
-    perm = perm if perm_batched else jnp.broadcast_to(perm, (axis_size, *perm.shape))
-    flat = _by_platform(words.reshape(-1, *words.shape[2:]), perm.reshape(-1, perm.shape[-1]))
-    return flat.reshape(words.shape), True
+# A primitive of its own, so that each platform gets its own lowering (jax picks the rule per
+# platform, also when one program is exported for several at once): the kernel on a TPU, XLA's
+# gather everywhere else. Its operands carry a leading axis of agents.
+_permute_p = Primitive("purejaxppo_permute_rows")
+_permute_p.def_impl(_gather)
+_permute_p.def_abstract_eval(lambda words, perm: jax.core.ShapedArray(words.shape, words.dtype))
 
 
-def _by_platform(words, perm):
-    if _block_bytes(words.shape[-2:]) * 4 > VMEM_BUDGET or not _has_pallas():
-        return _gather(words, perm)
-    return lax.platform_dependent(words, perm, tpu=_pallas, default=_gather)
+def _batch(args, dims):
+    """vmap: the mapped axis joins the agents' axis (an unmapped operand is broadcast)."""
+    size = next(x.shape[d] for x, d in zip(args, dims, strict=True) if d is not None)
+
+    def leading(x, d):
+        return jnp.broadcast_to(x, (size, *x.shape)) if d is None else jnp.moveaxis(x, d, 0)
+
+    words, perm = (leading(x, d) for x, d in zip(args, dims, strict=True))
+    flat = _permute_p.bind(words.reshape(-1, *words.shape[2:]), perm.reshape(-1, perm.shape[-1]))
+    return flat.reshape(words.shape), 0
+
+
+def _tpu_lowering(ctx, words, perm):
+    rows_and_width = ctx.avals_in[0].shape[1:]
+    fits = _vmem_bytes(rows_and_width) <= min(VMEM_BUDGET, _vmem_capacity() * 3 // 4)
+    kernel = _pallas if fits and _has_pallas() else _gather
+    return mlir.lower_fun(kernel, multiple_results=False)(ctx, words, perm)
+
+
+batching.primitive_batchers[_permute_p] = _batch
+mlir.register_lowering(_permute_p, mlir.lower_fun(_gather, multiple_results=False))
+mlir.register_lowering(_permute_p, _tpu_lowering, platform="tpu")
+
+
+def _vmem_capacity() -> int:
+    try:
+        from jax.experimental.pallas import tpu as pltpu
+
+        return pltpu.get_tpu_info().vmem_capacity_bytes
+    except Exception:  # no TPU attached here (ValueError), or a jax without the call
+        return ASSUMED_VMEM
+
+
+def _vmem_bytes(shape: tuple[int, int]) -> int:
+    """What the kernel asks of vector memory for one agent's rows: input and output blocks,
+    double-buffered, and room for the rest."""
+    return 4 * _block_bytes(shape) + 8 * 2**20
 
 
 @functools.cache
 def _has_pallas() -> bool:
-    """Whether this jax has Pallas's TPU API. Every platform traces the TPU branch, so a jax
-    without it must not get that far: it takes the gather everywhere."""
+    """Whether this jax has Pallas's TPU API (else a TPU takes the gather too)."""
     try:
         from jax.experimental import pallas as pl  # noqa: F401
         from jax.experimental.pallas import tpu as pltpu
     except ImportError:
         return False
     return hasattr(pltpu, "CompilerParams") and hasattr(pltpu, "SMEM")
-
-
-def _gather(words: UInt32[Array, "a rows w"], perm: Int[Array, "a rows"]):
-    return jax.vmap(lambda x, p: x[p])(words, perm)
 
 
 def _block_bytes(shape: tuple[int, int]) -> int:
@@ -111,8 +141,6 @@ def _pallas(
         ],
         out_specs=pl.BlockSpec((None, rows, width), lambda a: (a, 0, 0)),
         out_shape=jax.ShapeDtypeStruct(words.shape, words.dtype),
-        compiler_params=pltpu.CompilerParams(
-            vmem_limit_bytes=4 * _block_bytes((rows, width)) + 8 * 2**20
-        ),
+        compiler_params=pltpu.CompilerParams(vmem_limit_bytes=_vmem_bytes((rows, width))),
         interpret=interpret,
     )(perm[:, None, :].astype(jnp.int32), words)

@@ -225,6 +225,12 @@ def test_rows_too_big_for_vector_memory_take_the_gather():
     assert tpu_permutation_ops(65536, 200) == (False, True)  # 64 MiB per agent
 
 
+def test_a_chip_with_less_vector_memory_takes_the_gather(monkeypatch):
+    monkeypatch.setattr(_permute, "_vmem_capacity", lambda: 16 * 2**20)  # a TPU v4's
+    assert tpu_permutation_ops(8192, 84) == (False, True)
+    assert tpu_permutation_ops(512, 12) == (True, False)
+
+
 def test_a_jax_without_pallas_takes_the_gather(monkeypatch):
     monkeypatch.setattr(_permute, "_has_pallas", lambda: False)
     assert tpu_permutation_ops(8192, 84) == (False, True)

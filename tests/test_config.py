@@ -1,5 +1,6 @@
 """PPOConfig: defaults are the reference's; bad values are refused with the field and the fix."""
 
+import functools
 import math
 
 import jax
@@ -135,8 +136,9 @@ def test_random_valid_configs_construct_and_invalid_ones_are_refused():
 
 
 @needs_gymnax  # builds CartPole
-def test_env_options_are_checked_in_envs_alone_through_their_protocol():
-    """`envs` reads a config through `EnvOptions` and never imports the PPO config."""
+def test_env_options_are_declared_and_checked_in_envs_alone():
+    """The env options are declared once, in `envs` (`EnvOptions`, which `PPOConfig`
+    inherits), checked there, and `envs` never imports the PPO config."""
     import ast
     import dataclasses
     from pathlib import Path
@@ -147,26 +149,12 @@ def test_env_options_are_checked_in_envs_alone_through_their_protocol():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom):
                 assert node.module != "_config", path  # `from .._config import ...`
+    names = [f.name for f in dataclasses.fields(envs.EnvOptions)]
+    assert names == [f.name for f in dataclasses.fields(PPOConfig)][: len(names)]
+    assert "env" in names and "time_input" in names and "num_envs" not in names
+    assert not set(names) & set(vars(PPOConfig).get("__annotations__", {}))  # not redeclared
 
-    @dataclasses.dataclass(frozen=True)
-    class Options:  # not a PPOConfig: just the fields of EnvOptions
-        env: str = "CartPole-v1"
-        maze: str | None = None
-        maze_size: tuple[int, int] = (10, 10)
-        maze_pool: int = 64
-        maze_refresh: int = 1
-        maze_view: str = "full"
-        maze_window: int = 5
-        maze_visited: bool = False
-        memory_length: int | None = None
-        brax_backend: str = "positional"
-        time_limit: int | None = None
-        time_input: bool = False
-
-        @property
-        def maze_spec(self):
-            return self.maze
-
+    Options = functools.partial(envs.EnvOptions, env="CartPole-v1")  # not a PPOConfig
     envs.check_env(Options())
     assert envs.make_env(Options()).num_actions == 2
     with pytest.raises(ValueError, match="PPOConfig.maze_window=4 is invalid"):

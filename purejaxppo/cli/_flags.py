@@ -28,12 +28,16 @@ def _field_doc(name: str) -> str:
     import ast
     import inspect
 
-    # Field docstrings are the string literal after each field in the class body.
-    body = ast.parse(inspect.getsource(PPOConfig)).body[0].body
-    for a, b in zip(body, body[1:], strict=False):
-        if isinstance(a, ast.AnnAssign) and getattr(a.target, "id", None) == name:
-            if isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant):
-                return " ".join(str(b.value.value).replace("``", "").split())
+    # Field docstrings are the string literal after each field in the class body: PPOConfig's
+    # own, or its base's (the env options, `purejaxppo.envs.EnvOptions`).
+    for cls in PPOConfig.__mro__:
+        if not cls.__module__.startswith("purejaxppo."):
+            continue
+        body = ast.parse(inspect.getsource(cls)).body[0].body
+        for a, b in zip(body, body[1:], strict=False):
+            if isinstance(a, ast.AnnAssign) and getattr(a.target, "id", None) == name:
+                if isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant):
+                    return " ".join(str(b.value.value).replace("``", "").split())
     return ""
 
 

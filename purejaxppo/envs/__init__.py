@@ -26,11 +26,11 @@ from ._jumanji import ActionLayout as ActionLayout
 from ._jumanji import JumanjiEnv as JumanjiEnv
 from ._jumanji import action_layout as action_layout
 from ._jumanji import flatten_observation as flatten_observation
+from ._options import EnvOptions as EnvOptions
 from ._own import OwnEnv as OwnEnv
 from ._registry import GYMNAX_ENVS as GYMNAX_ENVS
 from ._registry import JUMANJI_ENVS as JUMANJI_ENVS
 from ._registry import SUPPORTED_ENVS as SUPPORTED_ENVS
-from ._registry import EnvOptions as EnvOptions
 from ._registry import can_render as can_render
 from ._registry import check_env as check_env
 from ._registry import describe_env as describe_env

@@ -2,44 +2,24 @@
 
 The config asks `check_env` (before anything is built or compiled) and the trainer asks
 `make_env`; neither needs to know which library an env comes from. Both read only the env
-options (`EnvOptions`), so this package does not depend on the PPO config: every option of
-an env is checked here and nowhere else.
+options (`EnvOptions`, declared in `_options`), so this package does not depend on the PPO
+config: every option of an env is checked here and nowhere else.
 """
 
 from __future__ import annotations
 
 import difflib
 import numbers
-from typing import Protocol
 
 from .._errors import invalid as _fail
 from ._base import Env
 from ._gymnax import GymnaxEnv
+from ._options import EnvOptions
 from ._own import OwnEnv, check_own, own_env
 from ._wrappers import TimeInput
 
 #: Values of ``maze_view``.
 MAZE_VIEWS = ("full", "egocentric", "local")
-
-
-class EnvOptions(Protocol):
-    """The fields of a config that choose and shape its environment (`PPOConfig` has them)."""
-
-    env: str | OwnEnv
-    maze: str | tuple[str, ...] | None
-    maze_size: tuple[int, int]
-    maze_pool: int
-    maze_refresh: int
-    maze_view: str
-    maze_window: int
-    maze_visited: bool
-    memory_length: int | None
-    brax_backend: str
-    time_limit: int | None
-    time_input: bool
-
-    @property
-    def maze_spec(self) -> str | tuple[str, ...] | None: ...
 
 
 #: gymnax's registered environments (gymnax 1.0.1's ``registered_envs``, all 26), trained
