@@ -422,6 +422,4 @@ def _validate(c: PPOConfig) -> None:
         check("max_grad_norm", lambda v: v > 0, "use a positive norm, or None to disable.")
     check("log_std_init", lambda v: -20 <= v <= 5, "use a log-std in [-20, 5] (0: std 1).")
 
-    from .envs import check_env  # the env subpackage owns its names and every env option
-
-    check_env(c)
+    # the env options are checked by `EnvOptions.__check_init__`, which equinox runs next

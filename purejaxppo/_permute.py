@@ -4,8 +4,9 @@ On a TPU, XLA runs a gather with per-agent indices at ~13 ns per index (docs/ben
 "On a TPU"); this is the one left in an accelerator's update. There, `permute_rows` runs a
 Pallas kernel instead: each agent's rows are copied into the chip's vector memory whole, and
 then row by row in the permutation's order (3x faster than XLA's gather for the maze's 256 x
-8,192 rows of 84 words). Every other platform, and batches too big for vector memory, take
-XLA's gather. Either way the result is ``words[perm]`` bit for bit: a copy, no arithmetic.
+8,192 rows of 84 words). Every other platform, batches too big for the kernel's memory, and
+a jax without Pallas's TPU API take XLA's gather. Either way the result is ``words[perm]``
+bit for bit: a copy, no arithmetic.
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ ASSUMED_VMEM = 128 * 2**20
 
 #: Row copies per iteration of the kernel's loop (8 and 16 measured alike on a v5e).
 UNROLL = 8
+#: Rows per agent the kernel takes at most: its permutation sits in scalar memory (1 MiB,
+#: double-buffered, maybe padded), measured at 8,192 rows; more take XLA's gather.
+MAX_ROWS = 16384
 
 
 def permute_rows(
@@ -67,7 +71,9 @@ def _batch(args, dims):
 
 def _tpu_lowering(ctx, words, perm):
     rows_and_width = ctx.avals_in[0].shape[1:]
-    fits = _vmem_bytes(rows_and_width) <= min(VMEM_BUDGET, _vmem_capacity() * 3 // 4)
+    fits = rows_and_width[0] <= MAX_ROWS and _vmem_bytes(rows_and_width) <= min(
+        VMEM_BUDGET, _vmem_capacity() * 3 // 4
+    )
     kernel = _pallas if fits and _has_pallas() else _gather
     return mlir.lower_fun(kernel, multiple_results=False)(ctx, words, perm)
 

@@ -223,6 +223,7 @@ def tpu_permutation_ops(rows: int, width: int) -> tuple[bool, bool]:
 def test_rows_too_big_for_vector_memory_take_the_gather():
     assert tpu_permutation_ops(8192, 84) == (True, False)
     assert tpu_permutation_ops(65536, 200) == (False, True)  # 64 MiB per agent
+    assert tpu_permutation_ops(18000, 8) == (False, True)  # fits vector memory, not MAX_ROWS
 
 
 def test_a_chip_with_less_vector_memory_takes_the_gather(monkeypatch):

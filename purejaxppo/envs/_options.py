@@ -2,7 +2,8 @@
 
 `PPOConfig` inherits them (they are its first fields); `check_env` and `make_env` read them
 and nothing else, so this package never imports the trainer's config. An `EnvOptions` alone
-also builds an env: ``make_env(EnvOptions(env="CartPole-v1"))``.
+also builds an env, ``make_env(EnvOptions(env="CartPole-v1"))``, and is checked when made:
+a bad option is one line (ValueError) naming the field.
 """
 
 from __future__ import annotations
@@ -69,6 +70,13 @@ class EnvOptions(eqx.Module):
     """Give the network ``t / time_limit`` (one more plane or feature), as Jumanji's own
     Maze network does: Maze reports its time limit as a termination, so this lets the value
     see the deadline. Observations become float32."""
+
+    def __check_init__(self):
+        # Every env option, in one place (`check_env`): for a `PPOConfig` too, after its own
+        # fields (equinox runs each class's check, the subclass's first).
+        from ._registry import check_env
+
+        check_env(self)
 
     @property
     def maze_spec(self) -> MazeSpec:
