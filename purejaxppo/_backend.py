@@ -23,6 +23,8 @@ agents side by side        ~16 MFLOP per group                    every agent at
 (`_groups`)                (`default_group_size`)                 (memory permitting)
 compiler options,          O1, threefry unrolled below jax 0.11   the defaults
 PRNG lowering (`_xla_cpu`)
+host callbacks of          every ~8,192 env steps per agent       every ~65,536 (the chip waits
+progress (`_progress`)     (`STEPS_PER_CALLBACK`)                 ~1.5 ms for each callback)
 float32 matrix products    float32, whatever the setting          ``cfg.matmul_precision``:
 (`matmul_precision`)                                              "default" is one bfloat16 pass
                                                                   on a TPU

@@ -401,7 +401,9 @@ class Engine:
         carry = (state, healthy0)
         # In blocks of updates, one host callback after each (module docstring). Nested the
         # same way without one, the computation is the same and so are its results.
-        per_callback = updates_per_callback(self.cfg, self.progress_every, num_updates)
+        per_callback = updates_per_callback(
+            self.cfg, self.progress_every, num_updates, self._device().platform
+        )
         if per_callback == num_updates:
             carry, metrics = updates(carry, num_updates)
         else:  # (block, update, ...) -> (update, ...)

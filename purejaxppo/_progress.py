@@ -119,19 +119,27 @@ def block_rows(
 #: updates, at most `MAX_UPDATES_PER_CALLBACK`). Per update, building `Progress` and calling
 #: back cost one PureJaxRL CartPole agent ~0.7 ms of its 1.5 ms on a 2-core CPU.
 STEPS_PER_CALLBACK = 8192
+#: The same on an accelerator (TPU, GPU), where a host callback costs ~1.5 ms (the chip
+#: waits for the host) against one maze agent's ~11 ms update on a TPU v5e: 8 such updates
+#: per callback keep the progress bar under 2 % (docs/benchmarks.md, "On a TPU").
+ACCELERATOR_STEPS_PER_CALLBACK = 65536
 #: So that a slow env with small updates still shows progress every few updates.
 MAX_UPDATES_PER_CALLBACK = 16
 
 
-def updates_per_callback(cfg: PPOConfig, every: int, num_updates: int) -> int:
+def updates_per_callback(
+    cfg: PPOConfig, every: int, num_updates: int, platform: str = "cpu"
+) -> int:
     """How many of a program's ``num_updates`` updates one host callback carries: the
-    fewest that cover `STEPS_PER_CALLBACK` env steps per agent, at most
-    `MAX_UPDATES_PER_CALLBACK` or ``every`` if larger, and dividing ``num_updates`` (one
-    loop body: a remainder would compile the update a second time). Every due update is
-    still delivered, each as its own call."""
+    fewest that cover `STEPS_PER_CALLBACK` env steps per agent (on ``platform`` ``"cpu"``;
+    `ACCELERATOR_STEPS_PER_CALLBACK` elsewhere), at most `MAX_UPDATES_PER_CALLBACK` or
+    ``every`` if larger, and dividing ``num_updates`` (one loop body: a remainder would
+    compile the update a second time). Every due update is still delivered, each as its
+    own call."""
     if num_updates <= 1:
         return 1
-    want = -(-STEPS_PER_CALLBACK // (cfg.num_envs * cfg.num_steps))
+    steps = STEPS_PER_CALLBACK if platform == "cpu" else ACCELERATOR_STEPS_PER_CALLBACK
+    want = -(-steps // (cfg.num_envs * cfg.num_steps))
     most = min(num_updates, max(every, MAX_UPDATES_PER_CALLBACK, 1))
     want = min(max(want, every), most)
     # the smallest divisor of num_updates at least `want`, if one is within `most`

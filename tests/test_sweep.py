@@ -166,6 +166,10 @@ def test_updates_per_callback_divides_the_updates():
     assert updates_per_callback(fast, 100, 1000) == 100  # progress_every, if larger
     big = fast.replace(num_envs=64, minibatch_size=1024)  # 8,192 steps an update
     assert updates_per_callback(big, 1, 976) == 1
+    # an accelerator waits ~1.5 ms for each callback: 65,536 steps per agent, at most 16
+    assert updates_per_callback(big, 1, 1000, "tpu") == 8
+    assert updates_per_callback(big, 1, 100, "gpu") == 10  # the quick start: 10 callbacks
+    assert updates_per_callback(fast, 1, 976, "tpu") == 16
 
 
 def test_same_shape_sweeps_do_not_recompile():
