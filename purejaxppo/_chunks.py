@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -26,7 +25,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 import jax
 
 from ._backend import ran_on
-from ._engine import Engine, any_process
+from ._engine import CompileClock, any_process
 from .rundir._format import (
     CheckpointError,
     atomic_write,
@@ -202,9 +201,9 @@ def run_chunks(
     start = done
     size = auto_chunk(total) if every == "auto" else every
     while done < total:
-        t0, compile_before = time.perf_counter(), Engine.total_compile_seconds
+        clock = CompileClock()
         carry, ran = advance(carry, done, min(size, total - done))
-        seconds = time.perf_counter() - t0 - (Engine.total_compile_seconds - compile_before)
+        _, seconds = clock.seconds()
         if every == "auto":
             size = shorter_chunk(size, seconds / ran)
         done += ran

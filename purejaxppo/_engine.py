@@ -459,6 +459,20 @@ MAX_PROGRAMS = 24
 _RECENT: OrderedDict = OrderedDict()  # (id(engine), cache key) -> engine
 
 
+class CompileClock:
+    """Compile and run seconds of whatever ran since it was made: compiling is every
+    engine's in this process (`Engine.total_compile_seconds`), running is the rest of the
+    wall time. The one way sweeps, PBT and chunks tell the two apart."""
+
+    def __init__(self) -> None:
+        self.start, self.compile_start = time.perf_counter(), Engine.total_compile_seconds
+
+    def seconds(self) -> tuple[float, float]:
+        """``(compile_s, run_s)`` so far."""
+        compile_s = Engine.total_compile_seconds - self.compile_start
+        return compile_s, time.perf_counter() - self.start - compile_s
+
+
 def _keep_alive(engine: Engine, cache_key) -> None:
     """Mark ``engine``'s program ``cache_key`` as just used; free the oldest past the limit."""
     entry = (id(engine), cache_key)  # the engine is a value here, so its id stays its own

@@ -30,11 +30,9 @@ and the exploit/explore draws of generation ``g`` use ``fold_in(split(PRNGKey(se
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import numbers
-import time
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -47,10 +45,10 @@ import numpy as np
 from jax.sharding import Mesh
 from jaxtyping import Array, Float, Int, PRNGKeyArray
 
-from ._chunks import RunFiles, check_chunking, open_run, run_chunks
+from ._chunks import RunFiles, run_chunks
 from ._config import INIT_ONLY_FIELDS, TRACED_FIELDS, PPOConfig, static_field_names
-from ._engine import Engine, ProgressFn, engine_for, mesh_for
-from ._groups import check_group_size
+from ._driver import RunOptions, drive
+from ._engine import CompileClock, Engine, ProgressFn, engine_for
 from ._host_memory import check_pbt_memory
 from ._ppo import Metrics, RunnerState, healthy
 from ._results import History, PBTResult
@@ -60,8 +58,7 @@ from .rundir import write_pbt_run
 from .rundir._format import config_from_json, config_to_json, read_json
 from .rundir._pbt_files import checkpoint_like, empty_history
 from .tracking import TrackedRun, Tracker
-from .tracking._recorder import as_trackers
-from .tracking._runs import finish, pbt_agents, pbt_finished, run_name, tracked
+from .tracking._runs import pbt_agents, pbt_finished, run_name
 
 EXPLOITS = ("truncation",)
 EXPLORES = ("perturb",)
@@ -228,15 +225,16 @@ def pbt(
         cfg, population, interval, exploit, fraction, explore, factors, resample_probability,
         divergence_grad_norm, ranges,
     )  # fmt: skip
-    check_group_size(group_size, "pbt(group_size)")
+    options = RunOptions(
+        mesh=mesh, group_size=group_size, progress=progress, progress_every=progress_every,
+        run_dir=run_dir, checkpoint_every=checkpoint_every, resume=resume, overwrite=overwrite,
+        should_stop=should_stop, stop_at=stop_at, write_results=write_results, tracker=tracker,
+    )  # fmt: skip
     if not isinstance(seed, numbers.Integral) or isinstance(seed, bool):
         raise ValueError(f"pbt(seed={seed!r}): need an int.")
-    chunked = check_chunking(
-        "pbt", run_dir, checkpoint_every, resume, overwrite, stop_at, unit="generations",
-        auto=False,
-    )  # fmt: skip
+    chunked = options.checked("pbt", unit="generations", auto=False)
     check_pbt_memory(cfg, population, ranges, chunked)
-    trackers = as_trackers(tracker, "pbt", run_dir)
+    trackers = options.trackers("pbt")
     updates = cfg.num_updates
     if interval >= updates:
         warnings.warn(
@@ -251,40 +249,28 @@ def pbt(
         where = None if run_dir is None else Path(run_dir)
         return TrackedRun("pbt", run_name(run_dir, "pbt"), pbt_agents(cfg, hp), where, resume)
 
-    with tracked(trackers, tracked_run, progress) as (progress, recorder):
-        engine = engine_for(
-            cfg,
-            mesh=mesh_for(mesh, population),
-            progress=progress,
-            progress_every=progress_every,
-            group_size=group_size,
-            progress_agents=bool(trackers),
-        )
-        spec = {
-            "config": config_to_json(cfg),
-            "population": population,
-            "interval": interval,
-            "seed": int(seed),
-            "group_size": group_size,
-            "checkpoint_every": checkpoint_every,
-            "step": json.loads(json.dumps(dataclasses.asdict(step))),  # tuples as JSON lists
-        }
-        if describe_env(cfg) is not None:  # an own environment, described (names: no key, as
-            spec["env"] = describe_env(cfg)  # before; checkpoints are stamped with the spec)
-        files = contextlib.nullcontext()
-        if chunked:
-            files = open_run(run_dir, "pbt", spec, resume=resume, overwrite=overwrite)
-        compile_before, t0 = engine.compile_seconds, time.perf_counter()
-        with files as files:
-            if recorder is not None:  # after the claim: trackers write into run_dir
-                recorder.start()
-            state, history = _run(
-                engine, step, keys, hp, pbt_key, interval, files,
-                every=checkpoint_every if chunked else generations, should_stop=should_stop,
-                stop_at=stop_at,
-            )  # fmt: skip
-        compile_s = engine.compile_seconds - compile_before
-        result = PBTResult(
+    spec = {
+        "config": config_to_json(cfg),
+        "population": population,
+        "interval": interval,
+        "seed": int(seed),
+        "group_size": group_size,
+        "checkpoint_every": checkpoint_every,
+        "step": json.loads(json.dumps(dataclasses.asdict(step))),  # tuples as JSON lists
+    }
+    if describe_env(cfg) is not None:  # an own environment, described (names: no key, as
+        spec["env"] = describe_env(cfg)  # before; checkpoints are stamped with the spec)
+
+    def train(files: RunFiles | None, progress, recorder) -> PBTResult:
+        engine = engine_for(cfg, **options.engine_options(population, progress, trackers))
+        clock = CompileClock()
+        state, history = _run(
+            engine, step, keys, hp, pbt_key, interval, files,
+            every=checkpoint_every if chunked else generations, should_stop=should_stop,
+            stop_at=stop_at,
+        )  # fmt: skip
+        compile_s, run_s = clock.seconds()
+        return PBTResult(
             metrics=history.metrics,
             state=state,
             hyperparameters=history.hyperparameters,
@@ -293,15 +279,14 @@ def pbt(
             config=cfg,
             interval=interval,
             finished=int(history.done) == generations,
-            timings={"compile_s": compile_s, "run_s": time.perf_counter() - t0 - compile_s},
+            timings={"compile_s": compile_s, "run_s": run_s},
         )
-        wrote = chunked and result.finished and write_results and jax.process_index() == 0
-        if wrote:
-            write_pbt_run(run_dir, result, result.timings)
-        finish(
-            recorder, pbt_finished(result, run_dir if wrote else None) if result.finished else None
-        )
-    return result
+
+    return drive(
+        "pbt", options, chunked=chunked, trackers=trackers, spec=spec, tracked_run=tracked_run,
+        train=train, write=lambda result: write_pbt_run(run_dir, result, result.timings),
+        finished=pbt_finished,
+    )  # fmt: skip
 
 
 def _run(

@@ -16,8 +16,6 @@ update axis is padded with NaN where static settings give different numbers of u
 
 from __future__ import annotations
 
-import contextlib
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -26,10 +24,10 @@ import jax
 import numpy as np
 from jax.sharding import Mesh
 
-from ._chunks import RunFiles, check_chunking, open_run, run_chunks
+from ._chunks import RunFiles, run_chunks
 from ._config import PPOConfig, static_field_names
-from ._engine import Engine, ProgressFn, agent_inputs, engine_for, mesh_for
-from ._groups import check_group_size
+from ._driver import RunOptions, drive
+from ._engine import CompileClock, ProgressFn, agent_inputs, engine_for
 from ._ppo import Metrics, RunnerState, healthy
 from ._results import SweepResult, unfilled
 from ._search import check_sweep_args, hyperparameter_values, seed_list, static_bases
@@ -37,8 +35,7 @@ from .envs import describe_env
 from .rundir import write_run
 from .rundir._format import config_from_json, config_to_json, read_json
 from .tracking import TrackedRun, Tracker
-from .tracking._recorder import as_trackers
-from .tracking._runs import finish, run_name, sweep_agents, sweep_finished, tracked
+from .tracking._runs import run_name, sweep_agents, sweep_finished
 
 
 class TrainedAgent(NamedTuple):
@@ -144,14 +141,16 @@ def sweep(
     """
     if env is not None:
         cfg = cfg.replace(env=env)
-    check_group_size(group_size, "sweep(group_size)")
     if run_dir is not None and checkpoint_every is None:
         checkpoint_every = "auto"
-    chunked = check_chunking(
-        "sweep", run_dir, checkpoint_every, resume, overwrite, stop_at, unit="updates", auto=True
-    )
+    options = RunOptions(
+        mesh=mesh, group_size=group_size, progress=progress, progress_every=progress_every,
+        run_dir=run_dir, checkpoint_every=checkpoint_every, resume=resume, overwrite=overwrite,
+        should_stop=should_stop, stop_at=stop_at, write_results=write_results, tracker=tracker,
+    )  # fmt: skip
+    chunked = options.checked("sweep", unit="updates", auto=True)
     num_agents = check_sweep_args(cfg, seeds, search, num_samples, axes, chunked)
-    trackers = as_trackers(tracker, "sweep", run_dir)
+    trackers = options.trackers("sweep")
     seeds = seed_list(seeds)  # after the checks: a refused count is never materialised
     static_axes = {k: list(v) for k, v in axes.items() if k in static_field_names()}
     traced_axes = {k: v for k, v in axes.items() if k not in static_axes}
@@ -166,73 +165,58 @@ def sweep(
         where = None if run_dir is None else Path(run_dir)
         return TrackedRun(kind, run_name(run_dir, kind), agents, where, resume)
 
-    with tracked(trackers, tracked_run, progress) as (progress, recorder):
-        run = dict(
-            mesh=mesh_for(mesh, num_agents),
-            progress=progress,
-            progress_every=progress_every,
-            group_size=group_size,
-            progress_agents=bool(trackers),
-        )
-        spec = {
-            "config": config_to_json(cfg),
-            "seeds": seeds,
-            "search": search,
-            "num_samples": num_samples,
-            "sample_seed": sample_seed,
-            "divergence_grad_norm": divergence_grad_norm,
-            "group_size": group_size,
-            "axes": {
-                k: [int(x) if k in static_axes else float(x) for x in v] for k, v in axes.items()
-            },
-        }
-        if describe_env(cfg) is not None:  # an own environment, described (names: no key, as
-            spec["env"] = describe_env(cfg)  # before; checkpoints are stamped with the spec)
-        files = contextlib.nullcontext()
-        if chunked:
-            files = open_run(
-                run_dir, "sweep", spec, resume=resume, overwrite=overwrite,
-                settings={"checkpoint_every": checkpoint_every}, defaults={"group_size": None},
-            )  # fmt: skip
+    spec = {
+        "config": config_to_json(cfg),
+        "seeds": seeds,
+        "search": search,
+        "num_samples": num_samples,
+        "sample_seed": sample_seed,
+        "divergence_grad_norm": divergence_grad_norm,
+        "group_size": group_size,
+        "axes": {k: [int(x) if k in static_axes else float(x) for x in v] for k, v in axes.items()},
+    }
+    if describe_env(cfg) is not None:  # an own environment, described (names: no key, as
+        spec["env"] = describe_env(cfg)  # before; checkpoints are stamped with the spec)
+
+    def train(files: RunFiles | None, progress, recorder) -> SweepResult:
+        run = options.engine_options(num_agents, progress, trackers)
         results, programs = [], []
-        with files as files:
-            if recorder is not None:  # after the claim: trackers write into run_dir
-                recorder.start()
-            for i, base in enumerate(bases):
-                if recorder is not None:  # this program's agents follow the previous ones'
-                    jax.effects_barrier()
-                    recorder.program(i * (num_agents // len(bases)))
-                compile_before, t0 = Engine.total_compile_seconds, time.perf_counter()
-                if files is None:
-                    r = _run_whole(base, values, seeds, **run)
-                else:
-                    r = _run_chunked(
-                        base, values, seeds, files.of_program(None if len(bases) == 1 else i),
-                        checkpoint_every, should_stop, stop_at,
-                        runs_chunks=not results or results[-1].finished,  # stopped: later wait
-                        **run,
-                    )  # fmt: skip
-                compile_s = Engine.total_compile_seconds - compile_before
-                run_s = time.perf_counter() - t0 - compile_s
-                widths = engine_for(base, **run).groups
-                width = min((w for (_, n), w in widths.items() if n == num_agents), default=None)
-                programs.append(
-                    {"compile_s": compile_s, "run_s": run_s, "updates_run": r.updates_run,
-                     "group_size": width}
+        for i, base in enumerate(bases):
+            if recorder is not None:  # this program's agents follow the previous ones'
+                jax.effects_barrier()
+                recorder.program(i * (num_agents // len(bases)))
+            clock = CompileClock()
+            if files is None:
+                r = _run_whole(base, values, seeds, **run)
+            else:
+                r = _run_chunked(
+                    base, values, seeds, files.of_program(None if len(bases) == 1 else i),
+                    checkpoint_every, should_stop, stop_at,
+                    runs_chunks=not results or results[-1].finished,  # stopped: later wait
+                    **run,
                 )  # fmt: skip
-                results.append(r)
-        result = _sweep_result(
+            compile_s, run_s = clock.seconds()
+            widths = engine_for(base, **run).groups
+            width = min((w for (_, n), w in widths.items() if n == num_agents), default=None)
+            programs.append(
+                {"compile_s": compile_s, "run_s": run_s, "updates_run": r.updates_run,
+                 "group_size": width}
+            )  # fmt: skip
+            results.append(r)
+        return _sweep_result(
             cfg, results, programs, all_axes, labelled, ndim=len(hyper_axes) + 1,
             divergence_grad_norm=divergence_grad_norm,
         )  # fmt: skip
-        wrote = chunked and result.finished and write_results and jax.process_index() == 0
-        if wrote:
-            write_run(run_dir, result, eval_episodes=0, gif=False, overwrite=True)
-        finish(
-            recorder,
-            sweep_finished(result, run_dir if wrote else None) if result.finished else None,
-        )
-    return result
+
+    return drive(
+        "sweep", options, chunked=chunked, trackers=trackers, spec=spec,
+        tracked_run=tracked_run, train=train,
+        write=lambda result: write_run(run_dir, result, eval_episodes=0, gif=False, overwrite=True),
+        finished=sweep_finished,
+        open_options=dict(
+            settings={"checkpoint_every": checkpoint_every}, defaults={"group_size": None}
+        ),
+    )  # fmt: skip
 
 
 def resume_sweep(
