@@ -19,7 +19,8 @@ CODE = """
 import json, sys, time, jax
 from purejaxppo import PPOConfig
 from purejaxppo.engine import enable_compilation_cache
-from purejaxppo._engine import Engine, agent_inputs
+from purejaxppo._engine import Engine
+from purejaxppo._agents import agent_inputs
 from purejaxppo._xla_cpu import compiler_options
 enable_compilation_cache(sys.argv[1] if len(sys.argv) > 1 else {cache!r})
 cfg = PPOConfig()

@@ -42,7 +42,8 @@ def test_normalisation_cost(benchmark):
         CONFIG
         + """
 import json, statistics, time, jax
-from purejaxppo._engine import Engine, agent_inputs
+from purejaxppo._engine import Engine
+from purejaxppo._agents import agent_inputs
 engines = {
     "normalised": Engine(cfg, mesh=False),
     "raw": Engine(cfg.replace(normalize_obs=False, normalize_reward=False), mesh=False),

@@ -99,7 +99,8 @@ def test_one_agent_engine_vs_make_train(benchmark):
     code = """
     import json, time, statistics, jax
     from purejaxppo import PPOConfig, make_train
-    from purejaxppo._engine import Engine, agent_inputs
+    from purejaxppo._engine import Engine
+    from purejaxppo._agents import agent_inputs
     cfg = PPOConfig(total_timesteps=8192 * 10)
     key = jax.random.PRNGKey(0)
     solo = make_train(cfg).compile(key)

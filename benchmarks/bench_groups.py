@@ -22,7 +22,8 @@ def test_aggregate_steps_per_second_per_group_width(benchmark):
     code = f"""
 import json, statistics, time, jax
 from purejaxppo import PPOConfig
-from purejaxppo._engine import Engine, agent_inputs
+from purejaxppo._engine import Engine
+from purejaxppo._agents import agent_inputs
 cfg = PPOConfig()
 layouts = {{"one agent": (1, None), "64, default width": (64, None),
            **{{f"64 in groups of {{g}}": (64, g) for g in {WIDTHS}}}}}

@@ -24,7 +24,8 @@ pytestmark = pytest.mark.timeout(3600)
 CODE = """
 import json, time, io, contextlib, statistics, jax
 from purejaxppo import PPOConfig
-from purejaxppo._engine import Engine, agent_inputs
+from purejaxppo._engine import Engine
+from purejaxppo._agents import agent_inputs
 from purejaxppo.cli._progress import ProgressBar
 cfg = PPOConfig(**{cfg})
 keys, hp, _ = agent_inputs(cfg, {{}}, list(range({agents})))
@@ -77,7 +78,8 @@ BLOCKS = """
 import json, time, io, contextlib, statistics, jax
 import purejaxppo._progress as progress_module
 from purejaxppo import PPOConfig
-from purejaxppo._engine import Engine, agent_inputs
+from purejaxppo._engine import Engine
+from purejaxppo._agents import agent_inputs
 from purejaxppo.cli._progress import ProgressBar
 cfg = PPOConfig(**{cfg})
 keys, hp, _ = agent_inputs(cfg, {{}}, list(range({agents})))

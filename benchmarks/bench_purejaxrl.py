@@ -25,7 +25,9 @@ def test_cartpole_purejaxrl_config(benchmark, seeds):
     code = f"""
     import json, time, warnings, resource, jax, numpy as np
     from purejaxppo import PPOConfig
-    from purejaxppo._engine import Engine, agent_inputs, mesh_for
+    from purejaxppo._engine import Engine
+    from purejaxppo._agents import agent_inputs
+    from purejaxppo._placement import mesh_for
     warnings.simplefilter("ignore")
     cfg = PPOConfig.from_purejaxrl({CARTPOLE!r})
     agents = Engine(cfg, mesh=mesh_for(None, {seeds}))  # placed as `sweep` places them

@@ -23,7 +23,8 @@ def test_gru_against_mlp_seconds_per_update(benchmark, agents):
     code = f"""
 import json, statistics, time, jax
 from purejaxppo import PPOConfig
-from purejaxppo._engine import Engine, agent_inputs
+from purejaxppo._engine import Engine
+from purejaxppo._agents import agent_inputs
 base = PPOConfig(maze="random", maze_view="local", maze_window=5, conv_channels=(),
                  num_envs=16, num_steps=128, minibatch_size=512, update_epochs=4)
 configs = {{"gru": base.replace(network="gru", hidden_size=64, mlp_widths=(64,)),
@@ -63,7 +64,8 @@ def test_gru_long_rollouts_in_pieces(benchmark):
     code = """
 import json, statistics, time, jax
 from purejaxppo import PPOConfig
-from purejaxppo._engine import Engine, agent_inputs
+from purejaxppo._engine import Engine
+from purejaxppo._agents import agent_inputs
 base = PPOConfig(maze_view="local", maze_window=3, num_envs=16, num_steps=512,
                  minibatch_size=1024, update_epochs=10, total_timesteps=16 * 512 * 100)
 gru = base.replace(network="gru", hidden_size=128)

@@ -221,7 +221,9 @@ OURS = """
 import json, time, warnings
 import jax, numpy as np
 from purejaxppo import PPOConfig
-from purejaxppo._engine import Engine, agent_inputs, mesh_for
+from purejaxppo._engine import Engine
+from purejaxppo._agents import agent_inputs
+from purejaxppo._placement import mesh_for
 warnings.simplefilter("ignore")
 cfg = PPOConfig.from_purejaxrl({config!r}).replace(**{ours!r})
 agents = Engine(cfg, mesh=mesh_for(None, {seeds}))

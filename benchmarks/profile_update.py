@@ -37,8 +37,9 @@ from pathlib import Path
 import jax
 
 from purejaxppo import PPOConfig
+from purejaxppo._agents import agent_inputs, batched
 from purejaxppo._bench import PUREJAXRL_CARTPOLE
-from purejaxppo._engine import Engine, agent_inputs, batched
+from purejaxppo._engine import Engine
 from purejaxppo._programs import Run
 
 #: Phases in the order they are tested: an op belongs to the first whose scope it is in.

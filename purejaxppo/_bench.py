@@ -14,8 +14,10 @@ import jax
 import numpy as np
 from jax.sharding import Mesh
 
+from ._agents import agent_inputs
 from ._config import PPOConfig
-from ._engine import Engine, agent_inputs, mesh_for
+from ._engine import Engine
+from ._placement import mesh_for
 from ._programs import Run
 
 #: PureJaxRL's ``ppo.py`` config (its ``__main__``, without DEBUG): CartPole-v1, 4 envs ×

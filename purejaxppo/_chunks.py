@@ -25,7 +25,8 @@ from typing import Any, Generic, NamedTuple, TypeVar
 import jax
 
 from ._backend import ran_on
-from ._engine import CompileClock, any_process
+from ._engine import CompileClock
+from ._placement import any_process
 from .rundir._format import (
     CheckpointError,
     atomic_write,

@@ -8,7 +8,8 @@ agent; each has its own PRNG key and its own numeric hyperparameters):
     state, metrics = engine.run(state, hparams, K)  # one program per chunk size
     state, metrics = engine(keys, hparams)          # init + every update: one program
 
-`agent_inputs` builds ``keys`` and ``hparams`` for seeds × hyperparameter settings.
+`_agents.agent_inputs` builds ``keys`` and ``hparams`` for seeds × hyperparameter settings;
+`_placement` pads and places them on the devices.
 
 **Scan outside, vmap inside.** The update loop is a `lax.scan` whose body updates every agent
 at once. That is the same computation as vmapping `make_train` (vmap of a scan *is* a scan of
@@ -41,7 +42,6 @@ analysis says a program cannot fit the device, the same mechanism narrows the gr
 from __future__ import annotations
 
 import functools
-import math
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -53,37 +53,19 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxtyping import PRNGKeyArray
 
-from ._config import TRACED_FIELDS, PPOConfig, static_field_names
+from ._agents import batched, num_agents_of
+from ._config import PPOConfig
 from ._distributions import policy_distribution
 from ._groups import balanced_width, check_group_size, default_group_size
 from ._memory import BUDGET_FRACTION, available_bytes, fit_to_memory
 from ._networks import network_shapes
+from ._placement import AXIS, agent_mesh, gather, place, replicate
 from ._ppo import Metrics, RunnerState, init_state, update_step
 from ._ppo import healthy as ppo_healthy
 from ._programs import INIT, TRAIN, Between, Generations, Init, Program, Run, Train
 from ._progress import ProgramClock, ProgressFn, block_rows, deliver, updates_per_callback
 from ._xla_cpu import compiler_options, unrolled_threefry
 from .envs import make_env
-
-AXIS = "agents"
-
-
-def agent_mesh(devices: Any = None) -> Mesh:
-    """A 1-D mesh named ``"agents"`` over ``devices`` (default: every device of every host)."""
-    devices = jax.devices() if devices is None else list(devices)
-    return Mesh(np.asarray(devices), (AXIS,))
-
-
-def mesh_for(mesh: Mesh | None | bool, num_agents: int) -> Mesh | None | bool:
-    """What ``mesh`` (as `Engine` takes it) should be for ``num_agents`` agents.
-
-    The default (None) shards over every device, except in a one-process run with fewer
-    agents than devices: one agent runs unsharded (a padded copy on a second CPU device only
-    slowed it), and a few agents take as many devices as there are agents, not padding.
-    """
-    if mesh is not None or jax.process_count() > 1 or num_agents >= jax.device_count():
-        return mesh
-    return False if num_agents == 1 else agent_mesh(jax.devices()[:num_agents])
 
 
 class Engine:
@@ -154,42 +136,20 @@ class Engine:
 
     def strip(self, tree: Any, num_agents: int) -> Any:
         """Drop the padding agents (leading axis) and bring the arrays to the host."""
-        return jax.tree.map(lambda x: np.asarray(_gather(x))[:num_agents], tree)
+        return jax.tree.map(lambda x: np.asarray(gather(x))[:num_agents], tree)
 
     def _place(self, tree: Any, num_agents: int) -> Any:
-        """Pad the agent axis and put each device's shard on it (a no-op when already so)."""
-        total = self.padded(num_agents)
-        sharding = None if self.mesh is None else NamedSharding(self.mesh, PartitionSpec(AXIS))
-
-        def place(x):
-            if isinstance(x, jax.Array) and x.shape[:1] == (total,):
-                if sharding is None or x.sharding.is_equivalent_to(sharding, x.ndim):
-                    return x
-            host = np.asarray(_gather(x))
-            if host.shape[0] != total:  # pad by repeating agent 0: valid, finite, ignored
-                host = np.concatenate([host, np.repeat(host[:1], total - host.shape[0], 0)])
-            if sharding is None:
-                return jnp.asarray(host)
-            return jax.make_array_from_callback(host.shape, sharding, lambda i: host[i])
-
-        return jax.tree.map(place, tree)
+        """Pad the agent axis and put each device's shard on it (`_placement.place`)."""
+        return place(tree, self.padded(num_agents), self.mesh)
 
     def _replicate(self, tree: Any) -> Any:
-        """Every device holds the whole of ``tree`` (also across hosts)."""
-        if self.mesh is None:
-            return jax.tree.map(jnp.asarray, tree)
-        sharding = NamedSharding(self.mesh, PartitionSpec())
-
-        def place(x):
-            host = np.asarray(_gather(x))
-            return jax.make_array_from_callback(host.shape, sharding, lambda i: host[i])
-
-        return jax.tree.map(place, tree)
+        """Every device holds the whole of ``tree`` (`_placement.replicate`)."""
+        return replicate(tree, self.mesh)
 
     # ---------------------------------------------------------------------- programs ---
     def init(self, keys: PRNGKeyArray, hparams: PPOConfig) -> RunnerState:
         """Initial states of ``len(keys)`` agents (padded; see `strip`)."""
-        n = _num_agents(keys, hparams, self.cfg)
+        n = num_agents_of(keys, hparams, self.cfg)
         keys, hparams = self._place((keys, batched(hparams, n)), n)
         return self.compiled(INIT, n, keys, hparams)(keys, hparams)
 
@@ -203,7 +163,7 @@ class Engine:
         """
         if not isinstance(num_updates, int) or num_updates < 1:
             raise ValueError(f"run(num_updates={num_updates!r}): need a positive int.")
-        n = _num_agents(None, hparams, self.cfg)
+        n = num_agents_of(None, hparams, self.cfg)
         state, hparams = self._place((state, batched(hparams, n)), n)
         return self.compiled(Run(num_updates), n, state, hparams)(state, hparams)
 
@@ -233,7 +193,7 @@ class Engine:
         for name, v in (("interval", interval), ("count", count), ("tail", tail + 1)):
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"run_generations({name}={v!r}): need a positive int.")
-        n = _num_agents(None, hparams, self.cfg)
+        n = num_agents_of(None, hparams, self.cfg)
         state, hparams = self._place((state, batched(hparams, n)), n)
         carry = self._replicate(carry)
         program = Generations(interval, count, between, tail)
@@ -241,13 +201,13 @@ class Engine:
 
     def __call__(self, keys: PRNGKeyArray, hparams: PPOConfig) -> tuple[RunnerState, Metrics]:
         """Every update of every agent in one program (init + one scan)."""
-        n = _num_agents(keys, hparams, self.cfg)
+        n = num_agents_of(keys, hparams, self.cfg)
         keys, hparams = self._place((keys, batched(hparams, n)), n)
         return self.compiled(TRAIN, n, keys, hparams)(keys, hparams)
 
     def shapes(self, keys: PRNGKeyArray, hparams: PPOConfig) -> tuple[RunnerState, Metrics]:
         """Shapes and dtypes (no padding) of the agents' state and of one update's metrics."""
-        hp = batched(hparams, _num_agents(keys, hparams, self.cfg))
+        hp = batched(hparams, num_agents_of(keys, hparams, self.cfg))
         state = jax.eval_shape(jax.vmap(lambda k, c: init_state(c, self.env, k)), keys, hp)
         one = jax.eval_shape(jax.vmap(lambda s, c: update_step(c, self.env, s)[1]), state, hp)
         return state, one
@@ -255,7 +215,7 @@ class Engine:
     def lower(self, keys: PRNGKeyArray, hparams: PPOConfig):
         """The lowered whole-run program: ``.compile(compiler_options())`` (`_xla_cpu`) compiles
         it as the engine does, to time compilation alone."""
-        n = _num_agents(keys, hparams, self.cfg)
+        n = num_agents_of(keys, hparams, self.cfg)
         keys, hparams = self._place((keys, batched(hparams, n)), n)
         return self._lower(TRAIN, n, self.group_width(n), (keys, hparams))
 
@@ -538,95 +498,3 @@ def _in_groups(mapped: Callable, group: int) -> Callable:
         return jax.tree.map(lambda x: x.reshape(count * group, *x.shape[2:])[:n], out)
 
     return run
-
-
-def _num_agents(keys, hparams: PPOConfig, cfg: PPOConfig | None = None) -> int:
-    """The agent count of ``keys`` and ``hparams``; with ``cfg`` (the engine's config), also
-    refuse hyperparameters built from another config: their static fields would silently
-    choose another program (another network, env or shape) than the engine's."""
-    if cfg is not None:
-        for name in static_field_names():
-            mine, theirs = getattr(cfg, name), getattr(hparams, name)
-            if mine is not theirs and mine != theirs:
-                raise ValueError(
-                    f"Engine: the hyperparameters have {name}={theirs!r} but the engine's "
-                    f"config has {name}={mine!r}; build them from the engine's config "
-                    "(agent_inputs(engine.cfg, ...))."
-                )
-    sizes = {np.shape(x)[0] for x in jax.tree.leaves(hparams) if np.ndim(x) > 0}
-    if keys is not None:
-        sizes.add(np.shape(keys)[0])
-    if len(sizes) != 1:
-        raise ValueError(
-            f"Engine: keys and batched hyperparameters disagree on the number of agents "
-            f"(leading sizes {sorted(sizes)}); give each hyperparameter one value per agent."
-        )
-    return sizes.pop()
-
-
-def batched(hparams: PPOConfig, n: int) -> PPOConfig:
-    """Traced hyperparameters as float32 arrays of shape (n,) (scalars broadcast).
-
-    Host values stay numpy (placed later); traced values (under a caller's transformation)
-    are broadcast with jax.
-    """
-    changes = {}
-    for name in TRACED_FIELDS:
-        v = getattr(hparams, name)
-        if v is None:
-            continue
-        if isinstance(v, jax.core.Tracer):
-            changes[name] = jnp.broadcast_to(jnp.asarray(v, jnp.float32), (n,))
-        else:
-            changes[name] = np.broadcast_to(np.asarray(v, np.float32), (n,))
-    return hparams.batched(**changes)
-
-
-def agent_inputs(
-    base: PPOConfig, values: dict[str, np.ndarray], seeds: list[int]
-) -> tuple[np.ndarray, PPOConfig, tuple[int, ...]]:
-    """Keys and per-agent hyperparameters of (settings × seeds) agents, and their shape.
-
-    ``values`` maps traced field names to arrays of one shape (the settings grid); every
-    setting runs every seed. The flat agent axis is settings-major, seeds minor, so agent
-    ``i`` is setting ``i // len(seeds)``, seed ``seeds[i % len(seeds)]``; seed ``s`` trains
-    with ``jax.random.PRNGKey(s)`` in every setting (common random numbers).
-    """
-    settings_shape = next(iter(values.values())).shape if values else ()
-    n_settings, n_seeds = math.prod(settings_shape), len(seeds)
-    leaves = {}
-    for name in TRACED_FIELDS:
-        default = getattr(base, name)
-        if name in values:
-            flat = np.repeat(np.asarray(values[name]).reshape(-1), n_seeds)
-        elif default is None:
-            continue
-        else:
-            flat = np.full(n_settings * n_seeds, default)
-        leaves[name] = np.asarray(flat, np.float32)
-    hparams = base.traced().batched(**leaves)
-    keys = np.stack([np.asarray(jax.random.PRNGKey(s)) for s in seeds] * n_settings)
-    return keys, hparams, (*settings_shape, n_seeds)
-
-
-def any_process(flag: bool) -> bool:
-    """Whether ``flag`` is true on any process (every process must call it: a collective).
-
-    A decision that changes the program sequence — stop at this chunk — must be the same on
-    every host, or the others wait forever in the next collective; a signal may reach one
-    host a chunk before another.
-    """
-    if jax.process_count() == 1:
-        return bool(flag)
-    from jax.experimental import multihost_utils
-
-    return bool(np.any(multihost_utils.process_allgather(np.asarray(bool(flag)))))
-
-
-def _gather(x):
-    """The whole array on this host (a no-op unless the mesh spans several hosts)."""
-    if isinstance(x, jax.Array) and not x.is_fully_addressable:
-        from jax.experimental import multihost_utils
-
-        return multihost_utils.process_allgather(x, tiled=True)
-    return x

@@ -11,8 +11,8 @@ import jax
 import numpy as np
 from jaxtyping import PRNGKeyArray
 
+from ._agents import batched
 from ._config import TRACED_FIELDS, PPOConfig, static_field_names
-from ._engine import batched
 from ._host_memory import check_host_memory
 
 LOG_UNIFORM_FIELDS = ("lr", "adam_eps")  # drawn log-uniformly (they span decades)

@@ -24,10 +24,11 @@ import jax
 import numpy as np
 from jax.sharding import Mesh
 
+from ._agents import agent_inputs
 from ._chunks import RunFiles, run_chunks
 from ._config import PPOConfig, static_field_names
 from ._driver import RunOptions, drive
-from ._engine import CompileClock, ProgressFn, agent_inputs, engine_for
+from ._engine import CompileClock, ProgressFn, engine_for
 from ._ppo import Metrics, RunnerState, healthy
 from ._results import SweepResult, unfilled
 from ._search import check_sweep_args, hyperparameter_values, seed_list, static_bases

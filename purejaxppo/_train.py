@@ -22,8 +22,9 @@ import jax
 import numpy as np
 from jaxtyping import PRNGKeyArray
 
+from ._agents import batched
 from ._config import PPOConfig
-from ._engine import ProgressFn, batched, engine_for
+from ._engine import ProgressFn, engine_for
 from ._ppo import Metrics, RunnerState
 from ._programs import TRAIN
 from .rundir._format import config_to_json

@@ -8,10 +8,10 @@ keeping compiled programs between processes (`enable_compilation_cache`). See do
 
 from ._cache import enable_compilation_cache as enable_compilation_cache
 from ._engine import Engine as Engine
-from ._engine import agent_mesh as agent_mesh
 from ._engine import engine_for as engine_for
-from ._engine import mesh_for as mesh_for
 from ._groups import default_group_size as default_group_size
+from ._placement import agent_mesh as agent_mesh
+from ._placement import mesh_for as mesh_for
 from ._progress import Progress as Progress
 from ._progress import ProgressFn as ProgressFn
 from ._progress import updates_per_callback as updates_per_callback

@@ -15,10 +15,11 @@ import pytest
 from conftest import needs_gymnax
 
 from purejaxppo import PPOConfig, _conv, _permute, _ppo, make_train
+from purejaxppo._agents import batched
 from purejaxppo._backend import by_platform
 from purejaxppo._conv import _toeplitz_by_contraction, _toeplitz_by_gather
 from purejaxppo._distributions import _factor_view, masked_log_probs, take
-from purejaxppo._engine import Engine, batched
+from purejaxppo._engine import Engine
 from purejaxppo._packing import pack_rows, unpack_rows
 from purejaxppo._permute import permute_rows
 from purejaxppo._programs import TRAIN

@@ -227,7 +227,8 @@ def pendulum_config(updates: int) -> PPOConfig:
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_pendulum_learns_what_a_random_policy_cannot():
-    from purejaxppo._engine import agent_inputs, engine_for
+    from purejaxppo._agents import agent_inputs
+    from purejaxppo._engine import engine_for
     from purejaxppo.stats import final_scores
 
     cfg = pendulum_config(50)  # 204,800 steps per agent
@@ -297,7 +298,8 @@ def test_mountain_car_is_continuous_and_unbounded_actions_cannot_be_squashed():
 
 @pytest.mark.slow  # a longer check: the slow tier keeps the fast one under 5 min
 def test_a_non_finite_observation_stays_in_its_own_agent():
-    from purejaxppo._engine import Engine, agent_inputs
+    from purejaxppo._agents import agent_inputs
+    from purejaxppo._engine import Engine
 
     keys, hp, _ = agent_inputs(PENDULUM, {}, [0, 1])
     engine = Engine(PENDULUM, mesh=False)

@@ -103,7 +103,8 @@ def test_agents_spread_over_two_cpu_devices_train_as_on_one():
         """
         import numpy as np, jax
         from purejaxppo import PPOConfig, make_train, sweep
-        from purejaxppo._engine import Engine, engine_for, mesh_for
+        from purejaxppo._engine import Engine, engine_for
+        from purejaxppo._placement import mesh_for
         SMALL = PPOConfig(maze="medium", num_envs=4, num_steps=32, minibatch_size=64,
                           update_epochs=2, total_timesteps=384)
         out["devices"] = jax.device_count()

@@ -14,7 +14,8 @@ import pytest
 from conftest import SMALL, tree_equal
 
 from purejaxppo import _engine
-from purejaxppo._engine import Engine, agent_inputs
+from purejaxppo._agents import agent_inputs
+from purejaxppo._engine import Engine
 from purejaxppo._programs import Run
 
 MAPS = "/proc/self/maps"

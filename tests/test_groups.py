@@ -9,8 +9,9 @@ import pytest
 from conftest import ACROSS_SHAPES, SMALL, needs_cpu, needs_gymnax, tree_close, tree_equal
 
 from purejaxppo import PPOConfig, sweep
+from purejaxppo._agents import agent_inputs
 from purejaxppo._distributions import Categorical, policy_distribution
-from purejaxppo._engine import Engine, agent_inputs
+from purejaxppo._engine import Engine
 from purejaxppo._groups import CPU_FLOPS_PER_GROUP, forward_flops
 from purejaxppo._programs import TRAIN
 from purejaxppo.cli import main

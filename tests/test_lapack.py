@@ -18,7 +18,8 @@ from conftest import SMALL
 from lapack_deadlock import lapack_calls
 
 from purejaxppo import PPOConfig, make_train
-from purejaxppo._engine import Engine, agent_inputs
+from purejaxppo._agents import agent_inputs
+from purejaxppo._engine import Engine
 from purejaxppo._networks import make_network
 from purejaxppo._orthogonal import orthogonal
 from purejaxppo._programs import INIT, TRAIN

@@ -19,7 +19,8 @@ import pytest
 from conftest import SMALL, needs_gymnax
 
 from purejaxppo import PPOConfig
-from purejaxppo._engine import Engine, batched
+from purejaxppo._agents import batched
+from purejaxppo._engine import Engine
 from purejaxppo._pbt import PBTCarry, check_pbt_args
 from purejaxppo._programs import INIT, TRAIN, Generations
 from purejaxppo._search import initial_population
@@ -125,7 +126,8 @@ def test_the_sharded_program_lowers_for_gpu_and_tpu():
     out = run_with_devices(
         """
         import re
-        from purejaxppo._engine import Engine, batched
+        from purejaxppo._engine import Engine
+        from purejaxppo._agents import batched
         from purejaxppo._programs import TRAIN
         engine = Engine(SMALL)  # 4 devices: shard_map over the agent axis
         keys = jax.random.split(jax.random.PRNGKey(0), 8)

@@ -15,7 +15,8 @@ import pytest
 from conftest import ACROSS_SHAPES, SMALL, cli, one_line, read_tensorboard, tree_close, tree_equal
 
 from purejaxppo import make_train, pbt, resume_sweep, sweep
-from purejaxppo._engine import Engine, agent_inputs
+from purejaxppo._agents import agent_inputs
+from purejaxppo._engine import Engine
 from purejaxppo.stats import final_scores
 from purejaxppo.tracking import TensorBoard, TrackingWarning, WandB
 

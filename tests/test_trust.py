@@ -14,8 +14,9 @@ import pytest
 from conftest import ACROSS_SHAPES, SMALL, cli, one_line, tree_close, tree_equal
 
 from purejaxppo import PPOConfig, load_policy, sweep
+from purejaxppo._agents import agent_inputs
 from purejaxppo._chunks import auto_chunk, shorter_chunk
-from purejaxppo._engine import Engine, agent_inputs, engine_for
+from purejaxppo._engine import Engine, engine_for
 from purejaxppo._evaluate import evaluate, has_success
 from purejaxppo._programs import TRAIN
 from purejaxppo.rundir import CheckpointError, write_run

@@ -59,7 +59,8 @@ def table(cfg: PPOConfig, counts, cmd: BenchCmd, mesh, start: float, label: str 
     import jax
 
     from .._bench import time_updates
-    from .._engine import Engine, mesh_for
+    from .._engine import Engine
+    from .._placement import mesh_for
 
     where = f" maze={maze_name(cfg)}" if cfg.env == "Maze-v0" else ""
     print(

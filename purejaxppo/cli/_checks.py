@@ -96,7 +96,7 @@ def compile_cache(cmd) -> None:
 def mesh_of(devices: int | None):
     import jax
 
-    from .._engine import agent_mesh
+    from .._placement import agent_mesh
 
     if devices is None:
         return None
