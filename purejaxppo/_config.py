@@ -90,8 +90,12 @@ class PPOConfig(EnvOptions):
     """For ``network="gru"``: the size of the GRU's hidden state."""
     head_widths: tuple[int, ...] = eqx.field(default=(), static=True)
     """For ``network="gru"``: hidden layers of each head between the GRU and its output (the
-    policy and the value head each get their own, orthogonal at sqrt 2). ``()``: linear
-    heads; ``(128,)``: PureJaxRL ``ppo_rnn.py``'s network."""
+    policy and the value head each get their own, orthogonal at ``head_init_gain``). ``()``:
+    linear heads; ``(128,)``: PureJaxRL ``ppo_rnn.py``'s network."""
+    head_init_gain: float = eqx.field(default=2**0.5, static=True)
+    """For ``network="gru"`` with ``head_widths``: the orthogonal init's gain of those hidden
+    layers. sqrt 2: PureJaxRL's; 2.0: Craftax_Baselines ``ppo_rnn.py``'s, which learns more
+    on Craftax-Classic (docs/experiments/craftax-ablation.md)."""
     sequence_length: int | None = eqx.field(default=None, static=True)
     """For ``network="gru"``: the loss re-runs the rollout in sequences of this many steps
     (dividing ``num_steps``), each from the hidden state the rollout had at its start, and a
@@ -294,11 +298,16 @@ def _check_recurrent(c: PPOConfig) -> None:
         isinstance(w, numbers.Integral) and not isinstance(w, bool) and w > 0 for w in widths
     ):
         _fail("head_widths", widths, "use a tuple of positive layer widths, e.g. (128,), or ().")
+    gain = c.head_init_gain
+    if not isinstance(gain, numbers.Real) or isinstance(gain, bool) or not 0 < gain < math.inf:
+        _fail("head_init_gain", gain, "use a positive number, e.g. 1.414 (sqrt 2) or 2.0.")
     if c.network != "gru":
         if h != 128:
             _fail("hidden_size", h, f"it applies to network='gru' only, not {c.network!r}.")
         if widths:
             _fail("head_widths", widths, f"it applies to network='gru' only, not {c.network!r}.")
+        if c.head_init_gain != 2**0.5:
+            _fail("head_init_gain", c.head_init_gain, "it applies to network='gru' only.")
         if L is not None:
             _fail("sequence_length", L, f"it applies to network='gru' only, not {c.network!r}.")
         return

@@ -375,6 +375,7 @@ class GRUActorCritic(AbstractRecurrentActorCritic):
         *,
         hidden_size: int = 128,
         head_widths: tuple[int, ...] = (),
+        head_init_gain: float = 2**0.5,
         activation: str = "relu",
         log_std: Float[Array, " k"] | None = None,
         key: PRNGKeyArray,
@@ -389,8 +390,12 @@ class GRUActorCritic(AbstractRecurrentActorCritic):
         self.cell = eqx.nn.GRUCell(width, hidden_size, key=next(keys))
         value_key, policy_key = next(keys), next(keys)
         if head_widths:
-            self.value_mlp = _head_mlp(hidden_size, head_widths, jax.random.fold_in(value_key, 1))
-            self.policy_mlp = _head_mlp(hidden_size, head_widths, jax.random.fold_in(policy_key, 1))
+            value_key1, policy_key1 = (
+                jax.random.fold_in(value_key, 1),
+                jax.random.fold_in(policy_key, 1),
+            )
+            self.value_mlp = _head_mlp(hidden_size, head_widths, value_key1, head_init_gain)
+            self.policy_mlp = _head_mlp(hidden_size, head_widths, policy_key1, head_init_gain)
         head_in = head_widths[-1] if head_widths else hidden_size
         self.value_head = eqx.nn.Linear(head_in, "scalar", key=value_key)
         self.policy_head = _orthogonal_linear(head_in, num_actions, 0.01, policy_key)
@@ -422,12 +427,14 @@ class GRUActorCritic(AbstractRecurrentActorCritic):
         return jax.vmap(self.heads)(hs)
 
 
-def _head_mlp(d_in: int, widths: tuple[int, ...], key: PRNGKeyArray) -> tuple[eqx.nn.Linear, ...]:
-    """A head's hidden layers: orthogonal at sqrt 2, zero bias (PureJaxRL's init)."""
+def _head_mlp(
+    d_in: int, widths: tuple[int, ...], key: PRNGKeyArray, gain: float
+) -> tuple[eqx.nn.Linear, ...]:
+    """A head's hidden layers: orthogonal at ``gain``, zero bias (PureJaxRL's init at sqrt 2)."""
     keys = jax.random.split(key, len(widths))
     ins = (d_in, *widths[:-1])
     pairs = zip(ins, widths, list(keys), strict=True)
-    return tuple(_orthogonal_linear(i, o, 2**0.5, k) for i, o, k in pairs)
+    return tuple(_orthogonal_linear(i, o, gain, k) for i, o, k in pairs)
 
 
 def is_recurrent(net: AbstractActorCritic) -> bool:
@@ -473,6 +480,7 @@ def make_network(cfg, obs_shape: tuple[int, ...], action, key: PRNGKeyArray) -> 
     if cls is GRUActorCritic:
         extra["hidden_size"] = cfg.hidden_size
         extra["head_widths"] = cfg.head_widths
+        extra["head_init_gain"] = cfg.head_init_gain
     outputs = dims if size is None else (2 * size if cfg.state_dependent_std else size)
     net = cls(
         obs_shape, outputs, cfg.conv_channels, cfg.mlp_widths, activation=cfg.activation,

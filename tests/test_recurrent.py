@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import ACROSS_SHAPES, ULP_ATOL, needs_gymnax, tree_close, tree_equal
+from conftest import ACROSS_SHAPES, ULP_ATOL, cli, needs_gymnax, tree_close, tree_equal
 
 from purejaxppo import (
     Policy,
@@ -65,6 +65,41 @@ def test_gru_step_matches_the_gru_equations():
     )
     with pytest.raises(TypeError, match="recurrent"):
         net(jnp.zeros(6))  # no silent memoryless call
+
+
+def test_head_init_gain_scales_the_heads_hidden_layers_only(capsys):
+    """``head_init_gain``: the heads' hidden layers are orthogonal at that gain (every singular
+    value equals it), drawn from the same keys; the default is sqrt 2, as before the option
+    (the same parameters); nothing else changes. A bad gain, or one given to another
+    network, is one line naming the field."""
+    key = jax.random.PRNGKey(0)
+
+    def make(**kw):
+        shape = dict(hidden_size=5, head_widths=(7, 7), key=key)
+        return GRUActorCritic((6,), 3, (), (8,), **shape, **kw)
+
+    plain, root2, two = make(), make(head_init_gain=2**0.5), make(head_init_gain=2.0)
+    assert tree_equal(plain, root2)
+    for layer in (*two.policy_mlp, *two.value_mlp):
+        np.testing.assert_allclose(
+            np.linalg.svd(np.asarray(layer.weight), compute_uv=False), 2.0, rtol=1e-5
+        )
+    for a, b in zip(two.policy_mlp, root2.policy_mlp, strict=True):
+        np.testing.assert_allclose(
+            np.asarray(a.weight), np.asarray(b.weight) * 2**0.5, rtol=1e-5, atol=1e-6
+        )
+    assert tree_equal(
+        (two.cell, two.mlp, two.policy_head), (root2.cell, root2.mlp, root2.policy_head)
+    )
+    gru = PPOConfig(env="CartPole-v1", network="gru", head_widths=(8,), conv_channels=())
+    for bad in (0.0, -1.0, float("nan"), "2"):
+        with pytest.raises(ValueError, match="head_init_gain") as e:
+            gru.replace(head_init_gain=bad)
+        assert "\n" not in str(e.value)
+    with pytest.raises(ValueError, match="head_init_gain.*network='gru' only"):
+        PPOConfig(head_init_gain=2.0)
+    code, _, err = cli(capsys, "train", "--head-init-gain", "0")
+    assert code == 2 and "head_init_gain" in err
 
 
 def test_head_widths_put_an_mlp_of_its_own_in_each_head():
