@@ -311,6 +311,8 @@ def _check_recurrent(c: PPOConfig) -> None:
         if L is not None:
             _fail("sequence_length", L, f"it applies to network='gru' only, not {c.network!r}.")
         return
+    if gain != 2**0.5 and not widths:
+        _fail("head_init_gain", gain, "it sets the heads' hidden layers: give head_widths too.")
     if L is not None and (
         not isinstance(L, numbers.Integral) or isinstance(L, bool) or L < 1 or c.num_steps % L
     ):

@@ -98,6 +98,8 @@ def test_head_init_gain_scales_the_heads_hidden_layers_only(capsys):
         assert "\n" not in str(e.value)
     with pytest.raises(ValueError, match="head_init_gain.*network='gru' only"):
         PPOConfig(head_init_gain=2.0)
+    with pytest.raises(ValueError, match="head_init_gain.*give head_widths"):
+        gru.replace(head_widths=(), head_init_gain=2.0)
     code, _, err = cli(capsys, "train", "--head-init-gain", "0")
     assert code == 2 and "head_init_gain" in err
 
