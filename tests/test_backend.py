@@ -26,7 +26,8 @@ from purejaxppo._programs import TRAIN
 
 
 def bits(x) -> np.ndarray:
-    return np.asarray(x).view(np.uint8)
+    # Contiguous first: an array fetched from a TPU can come back with strides numpy's view refuses.
+    return np.ascontiguousarray(np.asarray(x)).view(np.uint8)
 
 
 def test_packed_rows_unpack_bit_for_bit_in_any_row_order():
@@ -255,7 +256,8 @@ def test_matmul_precision_reaches_every_product_of_the_training_program():
                     total_timesteps=128, mlp_widths=(16,))  # fmt: skip
     highest = dot_precisions(cfg.replace(matmul_precision="highest"))
     assert highest == {"HIGHEST, HIGHEST"}, highest
-    default = dot_precisions(cfg)
+    with jax.default_matmul_precision("default"):  # the suite's own is "highest" off the CPU
+        default = dot_precisions(cfg)
     # the conv matrix's one-hot contraction is HIGHEST whatever the setting (exactness)
     rest = default - {"HIGHEST, HIGHEST"}  # the network's own products: jax's default
     assert rest and rest <= {"none", "DEFAULT, DEFAULT"}, default
