@@ -50,6 +50,7 @@ TRACED_FIELDS = (
 INIT_ONLY_FIELDS = ("log_std_init",)
 #: ``matmul_precision``'s values (jax's names: `jax.default_matmul_precision`).
 MATMUL_PRECISIONS = ("default", "high", "highest")
+GRU_INITS = ("equinox", "flax")  # PPOConfig.gru_init's choices
 
 
 class PPOConfig(EnvOptions):
@@ -96,6 +97,12 @@ class PPOConfig(EnvOptions):
     """For ``network="gru"`` with ``head_widths``: the orthogonal init's gain of those hidden
     layers. sqrt 2: PureJaxRL's; 2.0: Craftax_Baselines ``ppo_rnn.py``'s, which learns more
     on Craftax-Classic (docs/experiments/craftax-ablation.md)."""
+    gru_init: str = eqx.field(default="equinox", static=True)
+    """For ``network="gru"``: the GRU cell's initialisation. "equinox": `eqx.nn.GRUCell`'s
+    (every weight and bias uniform in ±1/sqrt(hidden_size)); "flax": flax's ``GRUCell``'s, as
+    PureJaxRL's and Craftax_Baselines' ``ppo_rnn.py`` get it (input kernels lecun-normal,
+    recurrent kernels orthogonal, biases zero), which learns more on Craftax-Classic
+    (docs/experiments/craftax-ablation.md). Same gates and parameters' shapes either way."""
     sequence_length: int | None = eqx.field(default=None, static=True)
     """For ``network="gru"``: the loss re-runs the rollout in sequences of this many steps
     (dividing ``num_steps``), each from the hidden state the rollout had at its start, and a
@@ -301,6 +308,8 @@ def _check_recurrent(c: PPOConfig) -> None:
     gain = c.head_init_gain
     if not isinstance(gain, numbers.Real) or isinstance(gain, bool) or not 0 < gain < math.inf:
         _fail("head_init_gain", gain, "use a positive number, e.g. 1.414 (sqrt 2) or 2.0.")
+    if c.gru_init not in GRU_INITS:
+        _fail("gru_init", c.gru_init, f"use one of {list(GRU_INITS)}.")
     if c.network != "gru":
         if h != 128:
             _fail("hidden_size", h, f"it applies to network='gru' only, not {c.network!r}.")
@@ -308,6 +317,8 @@ def _check_recurrent(c: PPOConfig) -> None:
             _fail("head_widths", widths, f"it applies to network='gru' only, not {c.network!r}.")
         if c.head_init_gain != 2**0.5:
             _fail("head_init_gain", c.head_init_gain, "it applies to network='gru' only.")
+        if c.gru_init != "equinox":
+            _fail("gru_init", c.gru_init, "it applies to network='gru' only.")
         if L is not None:
             _fail("sequence_length", L, f"it applies to network='gru' only, not {c.network!r}.")
         return

@@ -376,6 +376,7 @@ class GRUActorCritic(AbstractRecurrentActorCritic):
         hidden_size: int = 128,
         head_widths: tuple[int, ...] = (),
         head_init_gain: float = 2**0.5,
+        gru_init: str = "equinox",
         activation: str = "relu",
         log_std: Float[Array, " k"] | None = None,
         key: PRNGKeyArray,
@@ -387,7 +388,7 @@ class GRUActorCritic(AbstractRecurrentActorCritic):
         num_actions = sum(self.action_dims)
         keys = iter(jax.random.split(key, len(conv_channels) + len(mlp_widths) + 3))
         self.convs, self.mlp, width = _torso(obs_shape, conv_channels, mlp_widths, keys)
-        self.cell = eqx.nn.GRUCell(width, hidden_size, key=next(keys))
+        self.cell = _gru_cell(width, hidden_size, gru_init, next(keys))
         value_key, policy_key = next(keys), next(keys)
         if head_widths:
             value_key1, policy_key1 = (
@@ -425,6 +426,30 @@ class GRUActorCritic(AbstractRecurrentActorCritic):
 
         _, hs = jax.lax.scan(body, hidden, (x, done))
         return jax.vmap(self.heads)(hs)
+
+
+def _gru_cell(d_in: int, hidden: int, init: str, key: PRNGKeyArray) -> eqx.nn.GRUCell:
+    """An `eqx.nn.GRUCell` with ``PPOConfig.gru_init``'s initialisation.
+
+    "equinox": its own (uniform ±1/sqrt(hidden) everywhere). "flax": flax's ``GRUCell``'s
+    defaults, gate by gate (reset, update, new): input kernels lecun-normal (a normal truncated
+    at ±2 std, variance 1/fan_in), recurrent kernels orthogonal (gain 1), biases zero. Both
+    cells compute the same gates (flax's ``(1-z)·n + z·h`` is equinox's ``n + z·(h-n)``).
+    """
+    cell = eqx.nn.GRUCell(d_in, hidden, key=key)
+    if init == "equinox":
+        return cell
+    keys = jax.random.split(jax.random.fold_in(key, 1), 6)
+    std = (1.0 / d_in) ** 0.5 / 0.87962566103423978  # the truncated normal's std at ±2 is 0.88
+    w_ih = jnp.concatenate(
+        [jax.random.truncated_normal(k, -2.0, 2.0, (hidden, d_in)) * std for k in keys[:3]]
+    )
+    w_hh = jnp.concatenate([orthogonal(k, (hidden, hidden), 1.0) for k in keys[3:]])
+    return eqx.tree_at(
+        lambda c: (c.weight_ih, c.weight_hh, c.bias, c.bias_n),
+        cell,
+        (w_ih, w_hh, jnp.zeros_like(cell.bias), jnp.zeros_like(cell.bias_n)),
+    )
 
 
 def _head_mlp(
@@ -481,6 +506,7 @@ def make_network(cfg, obs_shape: tuple[int, ...], action, key: PRNGKeyArray) -> 
         extra["hidden_size"] = cfg.hidden_size
         extra["head_widths"] = cfg.head_widths
         extra["head_init_gain"] = cfg.head_init_gain
+        extra["gru_init"] = cfg.gru_init
     outputs = dims if size is None else (2 * size if cfg.state_dependent_std else size)
     net = cls(
         obs_shape, outputs, cfg.conv_channels, cfg.mlp_widths, activation=cfg.activation,

@@ -104,6 +104,60 @@ def test_head_init_gain_scales_the_heads_hidden_layers_only(capsys):
     assert code == 2 and "head_init_gain" in err
 
 
+def test_gru_init_flax_draws_flax_grucells_initialisation_and_computes_its_gates(capsys):
+    """``gru_init="flax"``: biases zero, each gate's recurrent block orthogonal, each gate's
+    input block a normal truncated at ±2 std with variance 1/fan_in (flax's lecun_normal);
+    the torso and heads as with the default, which is equinox's cell as before. The cell then
+    computes what flax's own ``GRUCell`` computes with the same weights. A bad name, or the
+    option on another network, is one line naming the field."""
+    key = jax.random.PRNGKey(0)
+    d, h = 64, 32
+
+    def make(**kw):
+        return GRUActorCritic((6,), 3, (), (d,), hidden_size=h, head_widths=(8,), key=key, **kw)
+
+    plain, eqx_init, flax_init = make(), make(gru_init="equinox"), make(gru_init="flax")
+    assert tree_equal(plain, eqx_init)
+    assert tree_equal(
+        (flax_init.mlp, flax_init.policy_mlp, flax_init.value_mlp, flax_init.value_head),
+        (plain.mlp, plain.policy_mlp, plain.value_mlp, plain.value_head),
+    )
+    c = flax_init.cell
+    assert not np.asarray(c.bias).any() and not np.asarray(c.bias_n).any()
+    for g in range(3):
+        w_hh = np.asarray(c.weight_hh[g * h : (g + 1) * h])
+        np.testing.assert_allclose(w_hh @ w_hh.T, np.eye(h), atol=1e-5)
+    w_ih = np.asarray(c.weight_ih)
+    assert w_ih.shape == (3 * h, d)
+    bound = 2 / 0.87962566103423978 / d**0.5  # the truncation, in units of the weights
+    assert np.abs(w_ih).max() <= bound * (1 + 1e-6)
+    assert abs(w_ih.std() * d**0.5 - 1.0) < 0.05  # 6,144 draws: std of the std ~1 %
+    assert abs(w_ih.mean()) < 0.01
+    assert not tree_equal(flax_init.cell, plain.cell)
+
+    nn = pytest.importorskip("flax.linen")  # gymnax's dependency: there with the dev extra
+    x = jax.random.normal(jax.random.PRNGKey(1), (d,))
+    hid = jax.random.normal(jax.random.PRNGKey(2), (h,))
+    c = eqx.tree_at(lambda c: (c.bias, c.bias_n), c, (jnp.arange(3 * h) / 50.0, -jnp.ones(h)))
+    wi, wh, b = (np.split(np.asarray(a), 3) for a in (c.weight_ih, c.weight_hh, c.bias))
+    params = {
+        **{f"i{g}": {"kernel": wi[n].T, "bias": b[n]} for n, g in enumerate("rzn")},
+        **{f"h{g}": {"kernel": wh[n].T} for n, g in enumerate("rz")},
+        "hn": {"kernel": wh[2].T, "bias": np.asarray(c.bias_n)},
+    }
+    theirs, _ = nn.GRUCell(features=h).apply({"params": params}, hid, x)
+    np.testing.assert_allclose(c(x, hid), theirs, rtol=1e-5, atol=1e-6)
+
+    gru = PPOConfig(env="CartPole-v1", network="gru", conv_channels=())
+    with pytest.raises(ValueError, match="gru_init.*one of") as e:
+        gru.replace(gru_init="torch")
+    assert "\n" not in str(e.value)
+    with pytest.raises(ValueError, match="gru_init.*network='gru' only"):
+        PPOConfig(gru_init="flax")
+    code, _, err = cli(capsys, "train", "--gru-init", "torch")
+    assert code == 2 and "gru_init" in err
+
+
 def test_head_widths_put_an_mlp_of_its_own_in_each_head():
     """``head_widths=(7,)``: each head is Linear-relu-Linear on the new hidden state (as in
     PureJaxRL's ppo_rnn.py); ``()`` keeps linear heads and the parameters' leaves as before."""
