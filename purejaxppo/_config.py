@@ -95,8 +95,9 @@ class PPOConfig(EnvOptions):
     linear heads; ``(128,)``: PureJaxRL ``ppo_rnn.py``'s network."""
     head_init_gain: float = eqx.field(default=2**0.5, static=True)
     """For ``network="gru"`` with ``head_widths``: the orthogonal init's gain of those hidden
-    layers. sqrt 2: PureJaxRL's; 2.0: Craftax_Baselines ``ppo_rnn.py``'s, which learns more
-    on Craftax-Classic (docs/experiments/craftax-ablation.md)."""
+    layers. sqrt 2: PureJaxRL ``ppo.py``'s hidden layers; 2.0: the heads of PureJaxRL's and
+    Craftax_Baselines' ``ppo_rnn.py``, which learns more on Craftax-Classic
+    (docs/experiments/craftax-ablation.md)."""
     gru_init: str = eqx.field(default="equinox", static=True)
     """For ``network="gru"``: the GRU cell's initialisation. "equinox": `eqx.nn.GRUCell`'s
     (every weight and bias uniform in ±1/sqrt(hidden_size)); "flax": flax's ``GRUCell``'s, as

@@ -455,7 +455,7 @@ def _gru_cell(d_in: int, hidden: int, init: str, key: PRNGKeyArray) -> eqx.nn.GR
 def _head_mlp(
     d_in: int, widths: tuple[int, ...], key: PRNGKeyArray, gain: float
 ) -> tuple[eqx.nn.Linear, ...]:
-    """A head's hidden layers: orthogonal at ``gain``, zero bias (PureJaxRL's init at sqrt 2)."""
+    """A head's hidden layers: orthogonal at ``gain``, zero bias (``ppo_rnn.py``'s at 2.0)."""
     keys = jax.random.split(key, len(widths))
     ins = (d_in, *widths[:-1])
     pairs = zip(ins, widths, list(keys), strict=True)
