@@ -34,6 +34,7 @@ from .rundir._format import (
     config_defaults,
     read_json,
     read_newest_intact,
+    upgrade_config,
     write_checkpoint,
 )
 from .rundir._lock import claim
@@ -131,7 +132,8 @@ def open_run(
     A new run writes ``<kind>.json``: ``spec``, ``settings`` (stored, not part of the
     identity: they may differ on resume) and a fresh run id. A resumed run checks the stored
     file describes ``spec`` (``defaults`` fill fields that older releases did not write, and
-    `config_defaults` the config fields added since), and keeps the stored description as the
+    `config_defaults` the config fields added since, `upgrade_config` those whose default
+    changed), and keeps the stored description as the
     identity its checkpoints are stamped with.
     """
     mode = "resume" if resume else "overwrite" if overwrite else "new"
@@ -144,16 +146,22 @@ def open_run(
             ours, theirs = spec.get("config"), stored.get("config")
             if isinstance(ours, dict) and isinstance(theirs, dict):  # fields added since
                 added = {k: v for k, v in config_defaults().items() if k in ours}
-                stored["config"] = {**added, **theirs}
+                upgraded = upgrade_config(theirs).items()
+                stored["config"] = {
+                    **added,
+                    **{k: v for k, v in upgraded if k in theirs or k in ours},
+                }
             skip = {"run", "ran_on", *(settings or {})}
             if stored.get("env") != spec.get("env"):
                 raise CheckpointError(
                     f"{run_dir}: this {_WHAT[kind]} was trained on {stored.get('env')!r}, "
                     f"not {spec.get('env')!r}; resume it with its environment (env=...)."
                 )
-            if {k: v for k, v in stored.items() if k not in skip} != spec:
+            described = {k: v for k, v in stored.items() if k not in skip}
+            if described != spec:
                 raise CheckpointError(
-                    f"{run_dir}: {path.name} describes a different {_WHAT[kind]}."
+                    f"{run_dir}: {path.name} describes a different {_WHAT[kind]} "
+                    f"(it differs in {_differences(described, spec)})."
                 )
             run_id = stored.get("run", "")
             # Its checkpoints are stamped with the description as written: keep stamping it.
@@ -239,3 +247,16 @@ def shorter_chunk(size: int, seconds_per_update: float) -> int:
         if size % k == 0 and k * seconds_per_update <= CHUNK_SECONDS:
             return k
     return 1
+
+
+def _differences(stored: dict, spec: dict) -> str:
+    """The description's keys (a config's fields as ``config.<name>``) that differ, for the
+    refusal to resume: which setting to give as the run had it."""
+    keys = []
+    for k in sorted(set(stored) | set(spec)):
+        a, b = stored.get(k), spec.get(k)
+        if k == "config" and isinstance(a, dict) and isinstance(b, dict):
+            keys += [f"config.{f}" for f in sorted(set(a) | set(b)) if a.get(f) != b.get(f)]
+        elif a != b:
+            keys.append(k)
+    return ", ".join(keys)

@@ -51,6 +51,10 @@ INIT_ONLY_FIELDS = ("log_std_init",)
 #: ``matmul_precision``'s values (jax's names: `jax.default_matmul_precision`).
 MATMUL_PRECISIONS = ("default", "high", "highest")
 GRU_INITS = ("equinox", "flax")  # PPOConfig.gru_init's choices
+#: The recurrent network's initialisation fields: their defaults, and what a run directory
+#: written before they changed (2026-12-06) meant by their absence.
+GRU_DEFAULTS = {"gru_init": "flax", "head_init_gain": 2.0}
+GRU_LEGACY = {"gru_init": "equinox", "head_init_gain": 2**0.5}
 
 
 class PPOConfig(EnvOptions):
@@ -93,17 +97,18 @@ class PPOConfig(EnvOptions):
     """For ``network="gru"``: hidden layers of each head between the GRU and its output (the
     policy and the value head each get their own, orthogonal at ``head_init_gain``). ``()``:
     linear heads; ``(128,)``: PureJaxRL ``ppo_rnn.py``'s network."""
-    head_init_gain: float = eqx.field(default=2**0.5, static=True)
+    head_init_gain: float = eqx.field(default=2.0, static=True)
     """For ``network="gru"`` with ``head_widths``: the orthogonal init's gain of those hidden
-    layers. sqrt 2: PureJaxRL ``ppo.py``'s hidden layers; 2.0: the heads of PureJaxRL's and
-    Craftax_Baselines' ``ppo_rnn.py``, which learns more on Craftax-Classic
-    (docs/experiments/craftax-ablation.md)."""
-    gru_init: str = eqx.field(default="equinox", static=True)
-    """For ``network="gru"``: the GRU cell's initialisation. "equinox": `eqx.nn.GRUCell`'s
-    (every weight and bias uniform in ±1/sqrt(hidden_size)); "flax": flax's ``GRUCell``'s, as
+    layers. 2.0: the heads of PureJaxRL's and Craftax_Baselines' ``ppo_rnn.py`` (it learns
+    more on Craftax-Classic than sqrt 2, PureJaxRL ``ppo.py``'s hidden layers' gain and this
+    field's default before 2026-12-06: docs/experiments/craftax-ablation.md)."""
+    gru_init: str = eqx.field(default="flax", static=True)
+    """For ``network="gru"``: the GRU cell's initialisation. "flax": flax's ``GRUCell``'s, as
     PureJaxRL's and Craftax_Baselines' ``ppo_rnn.py`` get it (input kernels lecun-normal,
     recurrent kernels orthogonal, biases zero), which learns more on Craftax-Classic
-    (docs/experiments/craftax-ablation.md). Same gates and parameters' shapes either way."""
+    (docs/experiments/craftax-ablation.md); "equinox": `eqx.nn.GRUCell`'s (every weight and
+    bias uniform in ±1/sqrt(hidden_size)), the only one before 2026-12-06. Same gates and
+    parameters' shapes either way."""
     sequence_length: int | None = eqx.field(default=None, static=True)
     """For ``network="gru"``: the loss re-runs the rollout in sequences of this many steps
     (dividing ``num_steps``), each from the hidden state the rollout had at its start, and a
@@ -316,14 +321,14 @@ def _check_recurrent(c: PPOConfig) -> None:
             _fail("hidden_size", h, f"it applies to network='gru' only, not {c.network!r}.")
         if widths:
             _fail("head_widths", widths, f"it applies to network='gru' only, not {c.network!r}.")
-        if c.head_init_gain != 2**0.5:
+        if c.head_init_gain != GRU_DEFAULTS["head_init_gain"]:
             _fail("head_init_gain", c.head_init_gain, "it applies to network='gru' only.")
-        if c.gru_init != "equinox":
+        if c.gru_init != GRU_DEFAULTS["gru_init"]:
             _fail("gru_init", c.gru_init, "it applies to network='gru' only.")
         if L is not None:
             _fail("sequence_length", L, f"it applies to network='gru' only, not {c.network!r}.")
         return
-    if gain != 2**0.5 and not widths:
+    if gain != GRU_DEFAULTS["head_init_gain"] and not widths:
         _fail("head_init_gain", gain, "it sets the heads' hidden layers: give head_widths too.")
     if L is not None and (
         not isinstance(L, numbers.Integral) or isinstance(L, bool) or L < 1 or c.num_steps % L

@@ -119,6 +119,35 @@ def test_open_run_writes_a_description_and_a_resume_must_match_it(tmp_path):
             pass
 
 
+def test_run_directories_keep_their_gru_initialisation_when_its_defaults_change(tmp_path):
+    """``gru_init`` and ``head_init_gain`` changed defaults (2026-12-06). A GRU config written
+    before holds neither field and meant equinox's cell and sqrt 2; a config of any other
+    network may hold the old ``head_init_gain`` and still loads (the fields do nothing
+    there). A resume reads them so; a config with today's defaults is refused, naming them."""
+    from purejaxppo import PPOConfig
+    from purejaxppo.rundir._format import config_from_json, config_to_json
+
+    gru = PPOConfig(env="CartPole-v1", network="gru", conv_channels=(), head_widths=(8,))
+    assert (gru.gru_init, gru.head_init_gain) == ("flax", 2.0)
+    then = gru.replace(gru_init="equinox", head_init_gain=2**0.5)
+    old = {k: v for k, v in config_to_json(then).items() if k not in ("gru_init", "head_init_gain")}
+    assert config_from_json(old) == then
+    written_by_1bc39c7 = {**config_to_json(PPOConfig()), "head_init_gain": 2**0.5}
+    del written_by_1bc39c7["gru_init"]
+    assert config_from_json(written_by_1bc39c7) == PPOConfig()
+
+    spec = {"config": old, "seeds": [0]}
+    with open_run(tmp_path / "g", "sweep", spec, resume=False, overwrite=False):
+        pass
+    as_read = {"config": config_to_json(config_from_json(old)), "seeds": [0]}
+    with open_run(tmp_path / "g", "sweep", as_read, resume=True, overwrite=False) as files:
+        assert files.identity["sweep"] == spec  # stamped as written
+    today = {"config": config_to_json(gru), "seeds": [0]}
+    with pytest.raises(CheckpointError, match="config.gru_init, config.head_init_gain"):
+        with open_run(tmp_path / "g", "sweep", today, resume=True, overwrite=False):
+            pass
+
+
 def test_chunking_arguments_are_refused_in_one_line_naming_the_caller():
     def refused(*args, auto=True, **kwargs):
         with pytest.raises(ValueError) as e:

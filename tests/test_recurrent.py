@@ -69,8 +69,8 @@ def test_gru_step_matches_the_gru_equations():
 
 def test_head_init_gain_scales_the_heads_hidden_layers_only(capsys):
     """``head_init_gain``: the heads' hidden layers are orthogonal at that gain (every singular
-    value equals it), drawn from the same keys; the default is sqrt 2, as before the option
-    (the same parameters); nothing else changes. A bad gain, or one given to another
+    value equals it), drawn from the same keys; the default is 2.0 (``ppo_rnn.py``'s); nothing
+    else changes. A bad gain, or one given to another
     network, is one line naming the field."""
     key = jax.random.PRNGKey(0)
 
@@ -79,7 +79,7 @@ def test_head_init_gain_scales_the_heads_hidden_layers_only(capsys):
         return GRUActorCritic((6,), 3, (), (8,), **shape, **kw)
 
     plain, root2, two = make(), make(head_init_gain=2**0.5), make(head_init_gain=2.0)
-    assert tree_equal(plain, root2)
+    assert tree_equal(plain, two)
     for layer in (*two.policy_mlp, *two.value_mlp):
         np.testing.assert_allclose(
             np.linalg.svd(np.asarray(layer.weight), compute_uv=False), 2.0, rtol=1e-5
@@ -97,9 +97,10 @@ def test_head_init_gain_scales_the_heads_hidden_layers_only(capsys):
             gru.replace(head_init_gain=bad)
         assert "\n" not in str(e.value)
     with pytest.raises(ValueError, match="head_init_gain.*network='gru' only"):
-        PPOConfig(head_init_gain=2.0)
+        PPOConfig(head_init_gain=1.5)
     with pytest.raises(ValueError, match="head_init_gain.*give head_widths"):
-        gru.replace(head_widths=(), head_init_gain=2.0)
+        gru.replace(head_widths=(), head_init_gain=1.0)
+    assert gru.replace(head_widths=()).head_init_gain == 2.0  # the default needs no widths
     code, _, err = cli(capsys, "train", "--head-init-gain", "0")
     assert code == 2 and "head_init_gain" in err
 
@@ -107,7 +108,7 @@ def test_head_init_gain_scales_the_heads_hidden_layers_only(capsys):
 def test_gru_init_flax_draws_flax_grucells_initialisation_and_computes_its_gates(capsys):
     """``gru_init="flax"``: biases zero, each gate's recurrent block orthogonal, each gate's
     input block a normal truncated at ±2 std with variance 1/fan_in (flax's lecun_normal);
-    the torso and heads as with the default, which is equinox's cell as before. The cell then
+    the torso and heads as with "equinox" (equinox's own cell); "flax" is the default. The cell then
     computes what flax's own ``GRUCell`` computes with the same weights. A bad name, or the
     option on another network, is one line naming the field."""
     key = jax.random.PRNGKey(0)
@@ -117,7 +118,7 @@ def test_gru_init_flax_draws_flax_grucells_initialisation_and_computes_its_gates
         return GRUActorCritic((6,), 3, (), (d,), hidden_size=h, head_widths=(8,), key=key, **kw)
 
     plain, eqx_init, flax_init = make(), make(gru_init="equinox"), make(gru_init="flax")
-    assert tree_equal(plain, eqx_init)
+    assert tree_equal(plain, flax_init)
     assert tree_equal(
         (flax_init.mlp, flax_init.policy_mlp, flax_init.value_mlp, flax_init.value_head),
         (plain.mlp, plain.policy_mlp, plain.value_mlp, plain.value_head),
@@ -133,7 +134,7 @@ def test_gru_init_flax_draws_flax_grucells_initialisation_and_computes_its_gates
     assert np.abs(w_ih).max() <= bound * (1 + 1e-6)
     assert abs(w_ih.std() * d**0.5 - 1.0) < 0.05  # 6,144 draws: std of the std ~1 %
     assert abs(w_ih.mean()) < 0.01
-    assert not tree_equal(flax_init.cell, plain.cell)
+    assert not tree_equal(flax_init.cell, eqx_init.cell)
 
     nn = pytest.importorskip("flax.linen")  # gymnax's dependency: there with the dev extra
     x = jax.random.normal(jax.random.PRNGKey(1), (d,))
@@ -153,7 +154,7 @@ def test_gru_init_flax_draws_flax_grucells_initialisation_and_computes_its_gates
         gru.replace(gru_init="torch")
     assert "\n" not in str(e.value)
     with pytest.raises(ValueError, match="gru_init.*network='gru' only"):
-        PPOConfig(gru_init="flax")
+        PPOConfig(gru_init="equinox")
     code, _, err = cli(capsys, "train", "--gru-init", "torch")
     assert code == 2 and "gru_init" in err
 

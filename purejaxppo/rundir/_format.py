@@ -36,7 +36,7 @@ import equinox as eqx
 import jax
 import numpy as np
 
-from .._config import PPOConfig
+from .._config import GRU_DEFAULTS, GRU_LEGACY, PPOConfig
 from ..envs._own import OwnEnv
 from ._lock import RunDirWarning
 
@@ -64,12 +64,25 @@ def config_defaults() -> dict:
     return {f.name: _jsonable(f.default) for f in dataclasses.fields(PPOConfig)}
 
 
+def upgrade_config(d: dict) -> dict:
+    """A stored config's fields as this release reads them.
+
+    A recurrent network's initialisation fields that a run directory written before their
+    defaults changed does not hold keep what it meant (`GRU_LEGACY`); other networks ignore
+    those fields, so theirs are today's defaults whatever was written (a config of 1bc39c7
+    wrote ``head_init_gain`` for every network)."""
+    d = dict(d)
+    if d.get("network", "shared") == "gru":
+        return {**GRU_LEGACY, **d}
+    return {**d, **GRU_DEFAULTS}
+
+
 def config_from_json(d: dict) -> PPOConfig:
     names = {f.name for f in dataclasses.fields(PPOConfig)}
     unknown = set(d) - names
     if unknown:
         raise CheckpointError(f"config has unknown fields {sorted(unknown)}.")
-    fixed = {k: tuple(v) if isinstance(v, list) else v for k, v in d.items()}
+    fixed = {k: tuple(v) if isinstance(v, list) else v for k, v in upgrade_config(d).items()}
     return PPOConfig(**fixed)
 
 
