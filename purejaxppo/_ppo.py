@@ -483,14 +483,19 @@ def learn(
                 # whole rows, once per epoch (on a TPU by a kernel: `_permute`)
                 shuffled = permute_rows(words, shuffle(key, rows))
 
-            def minibatch(carry, mb_words):
+            size = rows // cfg.num_minibatches
+
+            def minibatch(carry, i):
                 with jax.named_scope("gather"):
+                    # Sliced where it lies: scanning over a (minibatches, size, words) reshape
+                    # makes vmap move the agents' axis behind the scanned one, a copy of every
+                    # row per epoch (docs/benchmarks.md, "On a TPU").
+                    mb_words = jax.lax.dynamic_slice_in_dim(shuffled, i * size, size)
                     *fields, mb_hidden = unpack_rows(mb_words, layout)
                     fields = jax.tree.map(lambda x: jnp.moveaxis(x, 0, axis), tuple(fields))
                 return step(carry, (*fields, mb_hidden))
 
-            per = shuffled.reshape(cfg.num_minibatches, -1, layout.words)
-            return jax.lax.scan(minibatch, carry, per)
+            return jax.lax.scan(minibatch, carry, jnp.arange(cfg.num_minibatches))
 
         return jax.lax.scan(epoch, carry, keys)
 
