@@ -63,7 +63,7 @@ line() {
     for t in "$@"; do
         case "$t" in
             lint) ruff check . && ruff format --check . ;;
-            fast) tier fast pytest ;;
+            fast) tier fast pytest -n auto --dist loadfile ;;  # the README's command
             slow) tier slow pytest -m "slow or subprocess" ;;
             *) echo "CI matrix: unknown tier '$t' (lint, fast or slow)" >&2; return 2 ;;
         esac || return 1

@@ -180,6 +180,7 @@ def whole_sweep():
     return sweep(CFG, seeds=2, lr=[3e-4, 1e-3])
 
 
+@pytest.mark.slow  # over ~10 s: the fast tier stays under 5 minutes
 def test_chunked_sweep_equals_one_program_bit_for_bit(tmp_path, whole_sweep):
     chunked = sweep(CFG, seeds=2, lr=[3e-4, 1e-3], run_dir=tmp_path, checkpoint_every=2)
     assert chunked.finished
@@ -188,6 +189,7 @@ def test_chunked_sweep_equals_one_program_bit_for_bit(tmp_path, whole_sweep):
     assert [p.name for p in checkpoints(tmp_path)] == ["ckpt-00000002.eqx", "ckpt-00000004.eqx"]
 
 
+@pytest.mark.slow  # over ~10 s: the fast tier stays under 5 minutes
 def test_stopped_sweep_resumes_to_the_uninterrupted_result(tmp_path, whole_sweep):
     stopped = sweep(
         CFG, seeds=2, lr=[3e-4, 1e-3], run_dir=tmp_path, checkpoint_every=2,

@@ -29,7 +29,7 @@ def six():
 
 
 @pytest.mark.parametrize(
-    "width", [2, pytest.param(4, marks=pytest.mark.slow)]
+    "width", [pytest.param(w, marks=pytest.mark.slow) for w in (2, 4)]
 )  # 4 does not divide 6: the last group is padded
 def test_grouped_equals_ungrouped_agent_by_agent(six, width):
     keys, hp, whole = six

@@ -160,6 +160,7 @@ def test_gru_init_flax_draws_flax_grucells_initialisation_and_computes_its_gates
     assert code == 2 and "gru_init" in err
 
 
+@pytest.mark.slow  # over ~10 s: the fast tier stays under 5 minutes
 def test_head_widths_put_an_mlp_of_its_own_in_each_head():
     """``head_widths=(7,)``: each head is Linear-relu-Linear on the new hidden state (as in
     PureJaxRL's ppo_rnn.py); ``()`` keeps linear heads and the parameters' leaves as before."""
@@ -322,6 +323,7 @@ def test_loss_recomputes_the_rollouts_log_probs_and_values(cfg):
 CUT = LOCAL.replace(sequence_length=8, minibatch_size=32)  # 4 sequences of 8 per minibatch
 
 
+@pytest.mark.slow  # over ~10 s: the fast tier stays under 5 minutes
 def test_sequences_are_the_rollout_cut_into_pieces():
     """`sequences` against a Python loop: sequence k·N + n is env n's steps k·L … k·L+L−1,
     starting from the hidden state stored at its first step."""
@@ -369,6 +371,7 @@ def test_cut_sequences_recompute_the_rollouts_log_probs_and_values():
     assert float(jnp.abs(wrong_ratio).max()) > 1e-4
 
 
+@pytest.mark.slow  # over ~10 s: the fast tier stays under 5 minutes
 def test_a_sequence_as_long_as_the_rollout_is_the_whole_rollout():
     """``sequence_length=num_steps`` is today's whole-rollout program, bit for bit."""
     key = jax.random.PRNGKey(3)

@@ -116,6 +116,7 @@ def xland_benchmark(tmp_path, monkeypatch):
 
 
 @needs_xminigrid
+@pytest.mark.slow  # over ~10 s: the fast tier stays under 5 minutes
 def test_an_xland_ruleset_steps_as_xminigrid_itself(xland_benchmark):
     """``@trivial-21k#1``: every episode on ruleset 1, as XLand-MiniGrid's env on params with
     that ruleset (observations, rewards, endings, resets)."""
@@ -150,6 +151,7 @@ def test_an_xland_ruleset_steps_as_xminigrid_itself(xland_benchmark):
 
 
 @needs_xminigrid
+@pytest.mark.slow  # over ~10 s: the fast tier stays under 5 minutes
 def test_xland_episodes_draw_their_rulesets_from_the_benchmark(xland_benchmark):
     env = make_env(PPOConfig(env="xminigrid/XLand-MiniGrid-R1-9x9@trivial-21k"))
     states, _, _ = jax.jit(jax.vmap(env.reset))(jax.random.split(jax.random.PRNGKey(0), 64))
@@ -254,6 +256,7 @@ SUITE_ENVS = [
 
 
 @pytest.mark.parametrize("name", SUITE_ENVS)
+@pytest.mark.slow  # over ~10 s: the fast tier stays under 5 minutes
 def test_one_update_of_two_agents(name):
     cfg = PPOConfig(env=name, **SMALL)
     res = sweep(cfg, 2)
@@ -283,6 +286,7 @@ def test_one_update_of_two_agents(name):
         ),
     ],
 )
+@pytest.mark.slow  # over ~10 s: the fast tier stays under 5 minutes
 def test_a_gif_of_one_episode_drawn_by_the_suites_renderer(tmp_path, name):
     from PIL import Image
 
@@ -381,6 +385,7 @@ def test_episode_statistics_are_means_over_the_episodes_that_ended():
     assert np.asarray(res.metrics.episodes).tolist() == [[2 * 2, 2 * 3, 2 * 3, 2 * 2, 2 * 3]] * 2
 
 
+@pytest.mark.slow  # over ~10 s: the fast tier stays under 5 minutes
 def test_episode_statistics_reach_the_run_directory(tmp_path):
     cfg = PPOConfig(env=Ticker(), conv_channels=(), mlp_widths=(8,), num_envs=2, num_steps=8,
                     minibatch_size=16, update_epochs=1, total_timesteps=16 * 3)  # fmt: skip
@@ -404,6 +409,7 @@ def test_episode_statistics_reach_the_run_directory(tmp_path):
     assert header[-1] == "skipped_steps"
 
 
+@pytest.mark.slow  # over ~10 s: the fast tier stays under 5 minutes
 def test_episode_statistics_survive_a_stop_and_resume(tmp_path):
     """A run stopped after one update and resumed from its checkpoint has the statistics of
     the uninterrupted run (the dict rides in the checkpoint's metrics)."""

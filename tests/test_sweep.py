@@ -135,6 +135,7 @@ def test_progress_fires_once_per_update_for_all_agents():
             assert np.isnan(p.return_mean)
 
 
+@pytest.mark.slow  # over ~10 s: the fast tier stays under 5 minutes
 def test_progress_travels_in_blocks_and_every_due_update_arrives(monkeypatch):
     import purejaxppo._engine as engine_module
 

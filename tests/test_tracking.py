@@ -40,6 +40,7 @@ def read_wandb(tmp_path) -> dict:
     return {r["name"]: r for r in read_runs(tmp_path / "wb")}
 
 
+@pytest.mark.slow  # over ~10 s: the fast tier stays under 5 minutes
 def test_the_progress_callback_carries_every_agents_values():
     seen = []
     cfg = SMALL
@@ -59,6 +60,7 @@ def test_the_progress_callback_carries_every_agents_values():
 
 
 @needs_wandb
+@pytest.mark.slow  # over ~10 s: the fast tier stays under 5 minutes
 def test_a_sweep_logs_one_wandb_run_per_agent_and_a_summary(tmp_path):
     res = sweep(SMALL, seeds=2, lr=[1e-3, 3e-4], tracker=offline(tmp_path, tags=("t",)))
     runs = read_wandb(tmp_path)
@@ -94,6 +96,7 @@ def test_a_sweep_logs_one_wandb_run_per_agent_and_a_summary(tmp_path):
 
 
 @needs_wandb
+@pytest.mark.slow  # over ~10 s: the fast tier stays under 5 minutes
 def test_a_resumed_sweep_continues_the_same_wandb_runs(tmp_path):
     cfg = SMALL.replace(total_timesteps=SMALL.batch_size * 4)
     tracker = offline(tmp_path)
@@ -153,6 +156,7 @@ def test_tensorboard_gets_every_agent_through_the_same_path(tmp_path):
 
 
 @needs_wandb
+@pytest.mark.slow  # over ~10 s: the fast tier stays under 5 minutes
 def test_pbt_logs_schedules_and_lineage(tmp_path):
     cfg = SMALL.replace(total_timesteps=SMALL.batch_size * 4)
     res = pbt(cfg, 4, interval=2, lr=(1e-4, 1e-2), tracker=offline(tmp_path))
@@ -332,6 +336,7 @@ def test_bad_tracker_arguments_are_one_line():
 
 
 @needs_wandb
+@pytest.mark.slow  # over ~10 s: the fast tier stays under 5 minutes
 def test_the_cli_logs_a_sweep_and_resume_continues_it(tmp_path, capsys):
     run_dir = tmp_path / "run"
     args = ["--maze", "medium", "--num-envs", "4", "--num-steps", "32", "--minibatch-size",
@@ -359,6 +364,7 @@ def test_the_cli_logs_a_sweep_and_resume_continues_it(tmp_path, capsys):
     assert (run_dir / "tb" / "lr=0.001 seed=0".replace(" ", "_")).is_dir()
 
 
+@pytest.mark.slow  # over ~10 s: the fast tier stays under 5 minutes
 def test_the_cli_pbt_logs_every_agent_and_its_schedule_to_tensorboard(tmp_path, capsys):
     run_dir = tmp_path / "pbt"
     code, _, err = cli(capsys, "pbt", "--maze", "medium", "--num-envs", "4", "--num-steps", "32",

@@ -91,6 +91,7 @@ def test_make_train_does_not_mutate_or_accept_dicts():
         cfg.lr = 1.0
 
 
+@pytest.mark.slow  # over ~10 s: the fast tier stays under 5 minutes
 def test_train_composes_with_vmap_and_jit(tiny_train, two_runs):
     keys = jax.numpy.stack([jax.random.PRNGKey(0), jax.random.PRNGKey(1)])
     # Inside the caller's own jit and vmap at once (one compile for both compositions).
