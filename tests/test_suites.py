@@ -35,6 +35,7 @@ def _moveaxis(obs):
 
 # ------------------------------------------------------------------ against the library ---
 @needs_navix
+@pytest.mark.slow  # over ~6 s: the fast tier stays under 5 minutes
 def test_navix_steps_as_navix_itself_with_its_resets_one_step_earlier():
     import navix
 
@@ -438,6 +439,7 @@ class Drawn(Ticker):
         return image
 
 
+@pytest.mark.slow  # over ~6 s: the fast tier stays under 5 minutes
 def test_an_own_env_that_draws_itself_gets_a_gif(tmp_path):
     from PIL import Image
 

@@ -121,6 +121,7 @@ def test_a_resumed_sweep_continues_the_same_wandb_runs(tmp_path):
 
 
 @needs_wandb
+@pytest.mark.slow  # over ~6 s: the fast tier stays under 5 minutes
 def test_requirements_lists_the_packages_in_the_groups_first_run(tmp_path):
     sweep(SMALL, seeds=2, tracker=offline(tmp_path, requirements=True))
     runs = read_wandb(tmp_path)
@@ -131,6 +132,7 @@ def test_requirements_lists_the_packages_in_the_groups_first_run(tmp_path):
 
 
 @needs_wandb
+@pytest.mark.slow  # over ~6 s: the fast tier stays under 5 minutes
 def test_wandb_mode_from_the_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "offline")
     make_train(SMALL, tracker=WandB(project="tests", dir=str(tmp_path / "wb"), every=1))(
@@ -211,6 +213,7 @@ class Slow(Quiet):
         self.finished = finished
 
 
+@pytest.mark.slow  # over ~6 s: the fast tier stays under 5 minutes
 def test_auto_writes_fewer_updates_when_writing_costs_more_than_its_share():
     cfg = SMALL.replace(total_timesteps=SMALL.batch_size * 40)
     slow = Slow()

@@ -66,6 +66,7 @@ def test_a_directory_holding_a_run_is_refused_unless_resume_or_overwrite(
     assert (tmp_path / "ckpt-00000009.eqx").exists()  # nothing touched
 
 
+@pytest.mark.slow  # over ~6 s: the fast tier stays under 5 minutes
 def test_overwrite_replaces_the_old_run_and_pruning_keeps_only_this_runs_files(tmp_path, capsys):
     old = tmp_path / "ckpt-00000009.eqx"
     old.write_bytes(b"an old run's checkpoint")
