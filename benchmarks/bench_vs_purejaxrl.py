@@ -26,7 +26,7 @@ phases; the ratio is ours / theirs per round. Their side is ``jax.jit(jax.vmap(t
 their own ``make_train`` over the seeds, as their README shows. Ours is
 ``PPOConfig.from_purejaxrl`` of the same dict, placed as `sweep` places the agents.
 
-Their code runs unmodified, through five documented adapters (`THEIRS`), for API drift
+Their code runs unmodified, through six documented adapters (`THEIRS`), for API drift
 only: ``wrappers.py`` imports ``navix`` and ``brax`` at the top (stand-in modules when they
 are not installed; only their Navix and Brax wrappers use them);
 ``ppo_continuous_action.py`` builds every env with ``BraxGymnaxWrapper(ENV_NAME)`` (for a
@@ -37,7 +37,10 @@ action bounds, which is what their code's own TODO asks for: Pendulum's torque i
 ``ppo_rnn.py``'s ``gymnax.make`` gets the same folded step (adapter 4), and its
 ``nn.GRUCell()`` and ``GRUCell.initialize_carry(key, (batch,), size)`` the current flax
 spelling, ``GRUCell(features=128)`` and zeros of (batch, 128), which is what the old ones
-gave (adapter 5).
+gave (adapter 5). The folded step also trims gymnax 1.0's ``info`` to older gymnax's
+``{"discount"}`` (adapter 6): 1.0 adds each step's final observation, which their metrics
+stack for every step (MinAtar at 16 seeds asked for 361 GB of temporaries on a 16 GB TPU;
+CartPole's four floats cost little either way, and ran without it before 2026-12-06).
 Both sides then normalise observations and rewards and treat a time limit as their code
 does (theirs as a termination, ours as a bootstrapped truncation).
 """
