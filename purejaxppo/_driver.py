@@ -20,9 +20,9 @@ import jax
 from jax.sharding import Mesh
 
 from ._chunks import RunFiles, check_chunking, open_run
-from ._engine import ProgressFn
 from ._groups import check_group_size
 from ._placement import mesh_for
+from ._progress import ProgressFn
 from .tracking import TrackedRun, Tracker
 from .tracking._base import Finished
 from .tracking._recorder import Recorder, as_trackers

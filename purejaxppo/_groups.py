@@ -1,7 +1,7 @@
 """How many agents a device runs side by side: the group width.
 
 `Engine` runs each device's agents as a `lax.map` over groups of G vmapped agents
-(`_engine._in_groups`). This module holds the width's rules: the backend's default
+(`_engine._bodies.in_groups`). This module holds the width's rules: the backend's default
 (`default_group_size`, from one observation's `forward_flops`), the check of a width a user
 gives (`check_group_size`), and the even split of a device's agents into groups
 (`balanced_width`).

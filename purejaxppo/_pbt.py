@@ -48,9 +48,10 @@ from jaxtyping import Array, Float, Int, PRNGKeyArray
 from ._chunks import RunFiles, run_chunks
 from ._config import INIT_ONLY_FIELDS, TRACED_FIELDS, PPOConfig, static_field_names
 from ._driver import RunOptions, drive
-from ._engine import CompileClock, Engine, ProgressFn, engine_for
+from ._engine import CompileClock, Engine, engine_for
 from ._host_memory import check_pbt_memory
 from ._ppo import Metrics, RunnerState, healthy
+from ._progress import ProgressFn
 from ._results import History, PBTResult
 from ._search import LOG_UNIFORM_FIELDS, check_range, initial_population
 from .envs import describe_env

@@ -1,7 +1,7 @@
 """PPO, top to bottom: optimiser → init → rollout → GAE → loss → minibatch epochs → one update.
 
 This module is the algorithm alone, for one agent. `update_step` is the body of the
-training scan; the engine (`_engine.py`) runs it for one agent (`make_train`) or many
+training scan; the engine (`_engine`) runs it for one agent (`make_train`) or many
 (`sweep`). Each stage is a plain function, so benchmarks can drive the same pieces from a
 Python loop (the reference design) for comparison.
 

@@ -28,8 +28,9 @@ from ._agents import agent_inputs
 from ._chunks import RunFiles, run_chunks
 from ._config import PPOConfig, static_field_names
 from ._driver import RunOptions, drive
-from ._engine import CompileClock, ProgressFn, engine_for
+from ._engine import CompileClock, engine_for
 from ._ppo import Metrics, RunnerState, healthy
+from ._progress import ProgressFn
 from ._results import SweepResult, unfilled
 from ._search import check_sweep_args, hyperparameter_values, seed_list, static_bases
 from .envs import describe_env

@@ -24,9 +24,10 @@ from jaxtyping import PRNGKeyArray
 
 from ._agents import batched
 from ._config import PPOConfig
-from ._engine import ProgressFn, engine_for
+from ._engine import engine_for
 from ._ppo import Metrics, RunnerState
 from ._programs import TRAIN
+from ._progress import ProgressFn
 from .rundir._format import config_to_json
 from .stats import final_scores
 from .tracking import Finished, TrackedAgent, TrackedRun, Tracker

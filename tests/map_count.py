@@ -14,7 +14,7 @@ mappings) of a vector scaled by the program's index, so every program is new.
 * ``--hold jax``: the compiled programs stay alive, as jax's caches kept every program
   compiled through one long-lived jitted callable (equinox's ``filter_jit`` of a module-level
   function, our lowering until 2026-12-03);
-* ``--hold ours``: the engine's rule (`purejaxppo._engine.MAX_PROGRAMS`): a fresh ``jax.jit``
+* ``--hold ours``: the engine's rule (`purejaxppo._engine._kept.MAX_PROGRAMS`): a fresh ``jax.jit``
   per program and only the ``--keep`` most recently used ones held, older ones freed.
 
 Prints the process's mappings after every ``--every`` programs, and the mean added per program.

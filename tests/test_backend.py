@@ -129,13 +129,13 @@ def test_the_accelerator_path_trains_what_the_cpu_path_trains(cfg, monkeypatch):
     """Packed rows permuted once per epoch (and the contraction-built convolution) against
     a gather per field per minibatch: the same rows in the same order, so the same update,
     to float rounding (two programs; on the project's CPUs bitwise)."""
-    from purejaxppo import _engine
+    from purejaxppo._engine import _shared
 
     key = jax.random.PRNGKey(3)
-    monkeypatch.setattr(_engine, "_ENGINES", {})
+    monkeypatch.setattr(_shared, "_ENGINES", {})
     cpu_state, cpu_metrics = make_train(cfg)(key)
     accelerator_path(monkeypatch)
-    monkeypatch.setattr(_engine, "_ENGINES", {})
+    monkeypatch.setattr(_shared, "_ENGINES", {})
     acc_state, acc_metrics = make_train(cfg)(key)
     for a, b in zip(
         jax.tree.leaves(acc_state.params), jax.tree.leaves(cpu_state.params), strict=True

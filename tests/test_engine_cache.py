@@ -13,9 +13,8 @@ from collections import OrderedDict
 import pytest
 from conftest import SMALL, tree_equal
 
-from purejaxppo import _engine
 from purejaxppo._agents import agent_inputs
-from purejaxppo._engine import Engine
+from purejaxppo._engine import Engine, _kept
 from purejaxppo._programs import Run
 
 MAPS = "/proc/self/maps"
@@ -30,8 +29,8 @@ def mappings() -> int:
 def limit_of_one(monkeypatch):
     """`MAX_PROGRAMS` of 1, over a registry of this test's own: the session's shared
     programs are neither counted nor freed."""
-    monkeypatch.setattr(_engine, "MAX_PROGRAMS", 1)
-    monkeypatch.setattr(_engine, "_RECENT", OrderedDict())
+    monkeypatch.setattr(_kept, "MAX_PROGRAMS", 1)
+    monkeypatch.setattr(_kept, "_RECENT", OrderedDict())
 
 
 @pytest.mark.slow  # a long-process guarantee (and ~17 s): the slow tier is the long process

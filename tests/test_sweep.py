@@ -137,7 +137,7 @@ def test_progress_fires_once_per_update_for_all_agents():
 
 @pytest.mark.slow  # over ~10 s: the fast tier stays under 5 minutes
 def test_progress_travels_in_blocks_and_every_due_update_arrives(monkeypatch):
-    import purejaxppo._engine as engine_module
+    import purejaxppo._engine._core as engine_module
 
     cfg = SMALL.replace(num_envs=2, num_steps=16, minibatch_size=16, total_timesteps=32 * 32)
     callbacks = []  # the host callbacks the program makes: the packed rows each carries

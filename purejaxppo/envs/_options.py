@@ -11,6 +11,7 @@ from __future__ import annotations
 import equinox as eqx
 
 from ._own import OwnEnv, as_env
+from ._registry import check_env
 
 # A maze is a name ("easy", "medium", "random") or a layout given as rows of characters.
 MazeSpec = str | tuple[str, ...] | None
@@ -74,8 +75,6 @@ class EnvOptions(eqx.Module):
     def __check_init__(self):
         # Every env option, in one place (`check_env`): for a `PPOConfig` too, after its own
         # fields (equinox runs each class's check, the subclass's first).
-        from ._registry import check_env
-
         check_env(self)
 
     @property

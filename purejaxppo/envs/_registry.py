@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import difflib
 import numbers
+from typing import TYPE_CHECKING
 
 from .._errors import invalid as _fail
 from ._base import Env
 from ._gymnax import GymnaxEnv
-from ._options import EnvOptions
 from ._own import OwnEnv, check_own, own_env
 from ._wrappers import TimeInput
+
+if TYPE_CHECKING:  # `_options` calls `check_env` at construction: annotations only here
+    from ._options import EnvOptions
 
 #: Values of ``maze_view``.
 MAZE_VIEWS = ("full", "egocentric", "local")

@@ -1,71 +1,32 @@
-"""The one execution engine: a batch of agents as one (optionally sharded) XLA program.
-
-Everything that trains goes through `Engine`: `make_train` (a one-agent view), `sweep`,
-checkpointed runs and sharding. `Engine(cfg)` trains a flat batch of agents (leading axis =
-agent; each has its own PRNG key and its own numeric hyperparameters):
-
-    state = engine.init(keys, hparams)            # one program
-    state, metrics = engine.run(state, hparams, K)  # one program per chunk size
-    state, metrics = engine(keys, hparams)          # init + every update: one program
-
-`_agents.agent_inputs` builds ``keys`` and ``hparams`` for seeds × hyperparameter settings;
-`_placement` pads and places them on the devices.
-
-**Scan outside, vmap inside.** The update loop is a `lax.scan` whose body updates every agent
-at once. That is the same computation as vmapping `make_train` (vmap of a scan *is* a scan of
-the vmapped body), but it gives the body a place, outside the per-agent code, where the
-progress callback sees all agents together: one host callback for the whole population, not
-one per agent as a `jax.debug.callback` under `vmap` would fire.
-
-**Blocks of updates.** The scan runs blocks of `updates_per_callback` updates; after each,
-the block's `Progress` rows are built at once and sent in one callback: per update, those
-small ops and the callback cost one CartPole agent ~0.7 ms of its 1.5 ms update. Without a
-progress function the loop is nested the same way (the same computation).
-
-**Sharding.** With more than one device (or a `mesh` with an ``"agents"`` axis), the agent
-axis is padded to a multiple of the device count and each update runs under `jax.shard_map`:
-every device updates only its own agents, with no communication between them (agents are
-independent), in one SPMD program compiled once. Padding agents repeat agent 0's key and
-hyperparameters; `strip` drops them. The only cross-device traffic is the progress aggregate
-(a few scalars per update, in the callback's block). Inputs are placed with
-`jax.make_array_from_callback`, which also works when the mesh spans several hosts after
-`jax.distributed.initialize()`.
-
-**Groups.** Each device's agents run as a `lax.map` over groups of ``G`` vmapped agents, still
-one program and one update scan (`_in_groups`). The width defaults per backend
-(`default_group_size`): on CPU about 16 MFLOP of forward pass per minibatch per group,
-measured at or near the best width from CartPole's small agents to the maze's and
-Pendulum's large ones; on GPU/TPU every agent at once. When XLA's memory
-analysis says a program cannot fit the device, the same mechanism narrows the groups.
-"""
+"""`Engine`: a batch of agents of one static config as one compiled program (see the
+package's docstring), and `CompileClock`, the one way compile and run time are told apart."""
 
 from __future__ import annotations
 
 import functools
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jax.sharding import Mesh
 from jaxtyping import PRNGKeyArray
 
-from ._agents import batched, num_agents_of
-from ._config import PPOConfig
-from ._distributions import policy_distribution
-from ._groups import balanced_width, check_group_size, default_group_size
-from ._memory import BUDGET_FRACTION, available_bytes, fit_to_memory
-from ._networks import network_shapes
-from ._placement import AXIS, agent_mesh, gather, place, replicate
-from ._ppo import Metrics, RunnerState, init_state, update_step
-from ._ppo import healthy as ppo_healthy
-from ._programs import INIT, TRAIN, Between, Generations, Init, Program, Run, Train
-from ._progress import ProgramClock, ProgressFn, block_rows, deliver, updates_per_callback
-from ._xla_cpu import compiler_options, unrolled_threefry
-from .envs import make_env
+from .._agents import batched, num_agents_of
+from .._config import PPOConfig
+from .._distributions import policy_distribution
+from .._groups import balanced_width, check_group_size, default_group_size
+from .._memory import BUDGET_FRACTION, available_bytes, fit_to_memory
+from .._networks import network_shapes
+from .._placement import AXIS, agent_mesh, gather, place, replicate
+from .._ppo import Metrics, RunnerState, init_state, update_step
+from .._programs import INIT, TRAIN, Between, Generations, Init, Program, Run, Train
+from .._progress import ProgramClock, ProgressFn, deliver, updates_per_callback
+from .._xla_cpu import compiler_options, unrolled_threefry
+from ..envs import make_env
+from ._bodies import generations, per_agent, report_block, update_scan
+from ._kept import keep_alive
 
 
 class Engine:
@@ -246,7 +207,7 @@ class Engine:
             seconds = time.perf_counter() - t0
             self.compile_seconds += seconds
             Engine.total_compile_seconds += seconds
-        _keep_alive(self, cache_key)
+        keep_alive(self, cache_key)
         self.clock.started()  # the caller runs it now: rates count from here
         return self._compiled[cache_key]
 
@@ -294,7 +255,7 @@ class Engine:
         ``group``: run each device's agents in groups of this many, one group after another.
         """
         valid = np.arange(self.padded(num_agents)) < num_agents
-        init = self._per_agent(lambda key, c: init_state(c, self.env, key), valid, group)
+        init = per_agent(lambda key, c: init_state(c, self.env, key), valid, self.mesh, group)
         match kind:
             case Init():
                 return init
@@ -305,118 +266,30 @@ class Engine:
             case Run(num_updates):
                 return lambda state, hp: self._scan(state, hp, num_updates, valid, group)
             case Generations(interval, count, between, tail):
-                return lambda state, hp, carry: self._generations(
-                    state, hp, carry, interval, count, between, tail, valid, group
+                scan = functools.partial(self._scan, valid=valid, group=group)
+                return lambda state, hp, carry: generations(
+                    scan, between, state, hp, carry, interval, count, tail, valid
                 )
         raise TypeError(f"Engine.program: {kind!r} is not a Program (see _programs).")
 
-    def _per_agent(self, fn, valid: np.ndarray, group: int | None = None):
-        """vmap ``fn`` over the agent axis; under a mesh, each device maps its own shard.
-
-        With ``group``, each device's agents run as a `lax.map` over groups of ``group``
-        (padded by repeating the first agent; the padding is dropped): peak memory is one
-        group's, in the same one program.
-        """
-        local = len(valid) // self.num_devices
-
-        # One agent at a time: the plain per-agent program. A vmap over an axis of size 1
-        # still lowers to batched ops, which XLA:CPU ran slower for one agent
-        # (docs/benchmarks.md); this also makes a one-agent sweep bitwise `make_train`.
-        def one(*args):
-            out = fn(*jax.tree.map(lambda x: x[0], args))
-            return jax.tree.map(lambda x: x[None], out)
-
-        if group is not None and group < local:
-            mapped = _in_groups(one if group == 1 else jax.vmap(fn), group)
-        elif local == 1:
-            mapped = one
-        else:
-            mapped = jax.vmap(fn)
-        if self.mesh is None:
-            return mapped
-        spec = PartitionSpec(AXIS)
-        # check_vma=False: the per-agent code has no collectives, so JAX's varying-axis type
-        # checks (which would demand pcasts on every scan carry initialised from constants)
-        # buy nothing here.
-        return jax.shard_map(mapped, mesh=self.mesh, in_specs=spec, out_specs=spec, check_vma=False)
-
     def _scan(self, state: RunnerState, hp: PPOConfig, num_updates: int, valid, group=None):
+        """``num_updates`` updates of every agent (`_bodies.update_scan`), in blocks of
+        `updates_per_callback`, with this engine's progress callback after each."""
         self.num_traces += 1
-        step = self._per_agent(lambda s, c: update_step(c, self.env, s), valid, group)
-        healthy0 = jnp.ones(valid.shape, bool)
-
-        def updates(carry, length):
-            """``length`` updates, then one host callback with each one's `Progress`, built
-            here for the block at once (per update, its small ops cost as much as the
-            callback)."""
-            state, healthy = carry
-            state, metrics = jax.lax.scan(lambda s, _: step(s, hp), state, None, length=length)
-            # healthy after each update: healthy before the block and at every update so far
-            ok = ppo_healthy(metrics)
-            ok = healthy & jax.lax.associative_scan(jnp.logical_and, ok, axis=0)
-            if self.progress is not None:
-                self._report(state, hp, metrics, ok, valid)
-            return (state, ok[-1]), metrics
-
-        carry = (state, healthy0)
-        # In blocks of updates, one host callback after each (module docstring). Nested the
-        # same way without one, the computation is the same and so are its results.
+        step = per_agent(lambda s, c: update_step(c, self.env, s), valid, self.mesh, group)
+        report = None
+        if self.progress is not None:
+            report = functools.partial(
+                report_block, self._deliver, self.mesh, self.progress_agents, valid
+            )
         per_callback = updates_per_callback(
             self.cfg, self.progress_every, num_updates, self._device().platform
         )
-        if per_callback == num_updates:
-            carry, metrics = updates(carry, num_updates)
-        else:  # (block, update, ...) -> (update, ...)
-            carry, metrics = jax.lax.scan(
-                lambda c, _: updates(c, per_callback), carry, None,
-                length=num_updates // per_callback,
-            )  # fmt: skip
-            metrics = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), metrics)
-        # (update, agent) -> (agent, update): the agent axis leads everywhere.
-        return carry[0], jax.tree.map(lambda x: jnp.moveaxis(x, 0, 1), metrics)
+        return update_scan(step, state, hp, num_updates, per_callback, valid, report)
 
-    def _report(self, state, hp, metrics: Metrics, healthy, valid) -> None:
-        """The host callback after a block of updates, with every update's `Progress`."""
-        names, packed = block_rows(
-            state.update[0], metrics, healthy, hp, valid, self.progress_agents
-        )
-        if self.mesh is not None and names:  # one all-gather, quietly
-            packed = jax.lax.with_sharding_constraint(
-                packed, NamedSharding(self.mesh, PartitionSpec())
-            )
-        due = functools.partial(
-            deliver, self.progress, names, self.progress_every, self.cfg.num_updates, self.clock
-        )
-        jax.debug.callback(due, packed)
-
-    def _generations(self, state, hp, carry, interval, count, between, tail, valid, group):
-        def generation(c, _):
-            state, hp, carry = c
-            state, metrics = self._scan(state, hp, interval, valid, group)
-            state, hp, carry, record = between(state, hp, metrics, carry, valid)
-            return (state, hp, carry), (metrics, record)
-
-        (state, hp, carry), (metrics, records) = jax.lax.scan(
-            generation, (state, hp, carry), None, length=count
-        )
-        # (generation, agent, update) -> (agent, generation * update); records agent-first
-        metrics = jax.tree.map(
-            lambda x: jnp.moveaxis(x, 0, 1).reshape(x.shape[1], -1, *x.shape[3:]), metrics
-        )
-        if tail:
-            state, last = self._scan(state, hp, tail, valid, group)
-            metrics = jax.tree.map(lambda a, b: jnp.concatenate([a, b], 1), metrics, last)
-        return state, hp, carry, metrics, jax.tree.map(lambda x: jnp.moveaxis(x, 0, 1), records)
-
-
-_ENGINES: dict = {}
-
-#: Compiled programs kept across all engines; the least recently used is dropped first (and
-#: compiled again if it is needed again). An XLA:CPU program holds ~600 memory mappings (3
-#: per kernel) until it is freed, and Linux allows 65,530 per process (``vm.max_map_count``):
-#: a process that kept every program crashed inside XLA after about a hundred.
-MAX_PROGRAMS = 24
-_RECENT: OrderedDict = OrderedDict()  # (id(engine), cache key) -> engine
+    def _deliver(self, names: tuple[str, ...], packed) -> None:
+        """On the host: a block's rows to ``progress`` (`_progress.deliver`)."""
+        deliver(self.progress, names, self.progress_every, self.cfg.num_updates, self.clock, packed)
 
 
 class CompileClock:
@@ -431,70 +304,3 @@ class CompileClock:
         """``(compile_s, run_s)`` so far."""
         compile_s = Engine.total_compile_seconds - self.compile_start
         return compile_s, time.perf_counter() - self.start - compile_s
-
-
-def _keep_alive(engine: Engine, cache_key) -> None:
-    """Mark ``engine``'s program ``cache_key`` as just used; free the oldest past the limit."""
-    entry = (id(engine), cache_key)  # the engine is a value here, so its id stays its own
-    _RECENT[entry] = engine
-    _RECENT.move_to_end(entry)
-    while len(_RECENT) > MAX_PROGRAMS:
-        (_, old_key), old_engine = _RECENT.popitem(last=False)
-        old_engine._compiled.pop(old_key, None)
-
-
-def engine_for(
-    cfg: PPOConfig,
-    mesh: Mesh | None | bool = None,
-    progress: ProgressFn | None = None,
-    progress_every: int = 1,
-    group_size: int | None = None,
-    progress_agents: bool = False,
-) -> Engine:
-    """The shared `Engine` for ``cfg``'s static fields, this placement and group width.
-
-    Configs that differ only in traced hyperparameters run the same programs, so
-    `make_train` and `sweep` reuse one engine (and its compiled programs) for them; a new
-    ``progress`` function means a new program. Up to 8 engines are kept, and
-    `MAX_PROGRAMS` compiled programs across all of them.
-    """
-    if mesh is None and jax.device_count() == 1:
-        mesh = False  # what `Engine` makes of it: share the engine with explicit False
-    mesh_key = mesh if isinstance(mesh, bool) or mesh is None else id(mesh)
-    key = (
-        tuple(cfg.static_fields().items()),
-        cfg.max_grad_norm is None,
-        mesh_key,
-        jax.device_count() if mesh is None else 0,
-        progress,
-        progress_every,
-        group_size,
-        progress_agents,
-    )
-    if key not in _ENGINES:
-        if len(_ENGINES) >= 8:
-            _ENGINES.pop(next(iter(_ENGINES)))
-        _ENGINES[key] = Engine(
-            cfg, mesh=mesh, progress=progress, progress_every=progress_every,
-            group_size=group_size, progress_agents=progress_agents,
-        )  # fmt: skip
-    return _ENGINES[key]
-
-
-def _in_groups(mapped: Callable, group: int) -> Callable:
-    """``mapped`` (batched over a leading axis) applied ``group`` rows at a time."""
-
-    def run(*args):
-        n = jax.tree.leaves(args)[0].shape[0]
-        count = -(-n // group)
-        pad = count * group - n
-
-        def split(x):
-            if pad:
-                x = jnp.concatenate([x, jnp.repeat(x[:1], pad, axis=0)])
-            return x.reshape(count, group, *x.shape[1:])
-
-        out = jax.lax.map(lambda a: mapped(*a), jax.tree.map(split, args))
-        return jax.tree.map(lambda x: x.reshape(count * group, *x.shape[2:])[:n], out)
-
-    return run
