@@ -7,7 +7,8 @@ holding ``purejaxrl/ppo_continuous_action.py``). Its code needs ``flax`` and ``d
 this venv (``pip install flax distrax``) and gymnax, and the Brax cases brax
 (``pip install -e ".[brax]"``); without the checkout or those packages a case is skipped,
 saying which is missing. On a TPU machine: docs/benchmarks.md, "On a TPU".
-``BENCH_ROUNDS`` (default 3) sets the rounds; ``BENCH_UPDATES`` shortens every case to that
+``BENCH_ROUNDS`` (default 3) sets the rounds; ``BENCH_SIDE=theirs`` or ``ours`` runs one side
+alone (for a device call too short for both); ``BENCH_UPDATES`` shortens every case to that
 many updates, e.g. the Brax cases:
 
     BENCH_UPDATES=20 BENCH_ROUNDS=2 PUREJAXRL_DIR=... \\
@@ -299,24 +300,34 @@ def test_side_by_side(benchmark, case):
         src=str(src), module=module, gymnax=gymnax, config=config, seeds=seeds
     )
     ours_code = OURS.format(config=config, seeds=seeds, ours=ours or {})
+    side = os.environ.get("BENCH_SIDE", "both")
+    if side not in ("both", "theirs", "ours"):
+        raise ValueError(f"BENCH_SIDE={side!r}: use theirs, ours, or leave it unset for both")
+    sides = {"theirs": theirs_code, "ours": ours_code}
+    if side != "both":  # one side per process: a device call too short for both
+        sides = {side: sides[side]}
     rounds = []
 
     def measure():
         for _ in range(int(os.environ.get("BENCH_ROUNDS", "3"))):
-            theirs, ours = whole_process(theirs_code), whole_process(ours_code)
-            ratio = ours["process_s"] / theirs["process_s"]
-            rounds.append(dict(theirs=theirs, ours=ours, ratio=ratio))
+            r = {name: whole_process(code) for name, code in sides.items()}
+            if len(r) == 2:
+                r["ratio"] = r["ours"]["process_s"] / r["theirs"]["process_s"]
+            rounds.append(r)
 
     benchmark.pedantic(measure, rounds=1, iterations=1)
-    ratios = [r["ratio"] for r in rounds]
     summary = dict(
         case=case, seeds=seeds, updates=int(config["TOTAL_TIMESTEPS"])
         // (config["NUM_ENVS"] * config["NUM_STEPS"]), jax=__import__("jax").__version__,
-        ratio_min=min(ratios), ratio_median=float(np.median(ratios)), ratio_max=max(ratios),
-        rounds=rounds,
+        side=side, rounds=rounds,
     )  # fmt: skip
+    if side == "both":
+        ratios = [r["ratio"] for r in rounds]
+        summary.update(
+            ratio_min=min(ratios), ratio_median=float(np.median(ratios)), ratio_max=max(ratios)
+        )
     benchmark.extra_info.update(summary)
     print("\n" + json.dumps(summary, indent=1))
     if summary["updates"] >= 100:  # a full-length run: both sides finished episodes late on
         for r in rounds:
-            assert np.all(np.isfinite(r["theirs"]["returns"] + r["ours"]["returns"]))
+            assert all(np.all(np.isfinite(r[name]["returns"])) for name in sides)
