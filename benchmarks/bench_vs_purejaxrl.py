@@ -8,8 +8,9 @@ this venv (``pip install flax distrax``) and gymnax, and the Brax cases brax
 (``pip install -e ".[brax]"``); without the checkout or those packages a case is skipped,
 saying which is missing. On a TPU machine: docs/benchmarks.md, "On a TPU".
 ``BENCH_ROUNDS`` (default 3) sets the rounds; ``BENCH_SIDE=theirs`` or ``ours`` runs one side
-alone (for a device call too short for both); ``BENCH_UPDATES`` shortens every case to that
-many updates, e.g. the Brax cases:
+alone (for a device call too short for both); ``BENCH_SEEDS`` replaces a case's seed count
+(more seeds, narrower CIs, where the device has room); ``BENCH_UPDATES`` shortens every case
+to that many updates, e.g. the Brax cases:
 
     BENCH_UPDATES=20 BENCH_ROUNDS=2 PUREJAXRL_DIR=... \\
         pytest benchmarks/bench_vs_purejaxrl.py -s -k "hopper or inverted"
@@ -290,6 +291,7 @@ def whole_process(code: str, timeout: int = 3600) -> dict:
 @pytest.mark.parametrize("case", list(CASES))
 def test_side_by_side(benchmark, case):
     module, config, seeds, gymnax, ours = CASES[case]
+    seeds = int(os.environ.get("BENCH_SEEDS", seeds))
     src = purejaxrl_source(brax=not gymnax)
     config = dict(config)
     if os.environ.get("BENCH_UPDATES"):
@@ -310,7 +312,11 @@ def test_side_by_side(benchmark, case):
 
     def measure():
         for _ in range(int(os.environ.get("BENCH_ROUNDS", "3"))):
-            r = {name: whole_process(code) for name, code in sides.items()}
+            r = {}
+            for name, code in sides.items():
+                r[name] = whole_process(code)
+                # each side as it ends, so that a call cut short keeps what finished
+                print(f"\n{case} {name}: " + json.dumps(r[name]), flush=True)
             if len(r) == 2:
                 r["ratio"] = r["ours"]["process_s"] / r["theirs"]["process_s"]
             rounds.append(r)

@@ -29,6 +29,24 @@ needs_cpu = pytest.mark.skipif(
 os.environ["PUREJAXPPO_CACHE_DIR"] = tempfile.mkdtemp(prefix="purejaxppo-xla-cache-")
 atexit.register(shutil.rmtree, os.environ["PUREJAXPPO_CACHE_DIR"], ignore_errors=True)
 
+# Opt-in, for an accelerator, where compiling is most of the tier's time (on a TPU v5e the
+# tier needs ~850 s cold in one process): PUREJAXPPO_TEST_CACHE=DIR keeps the programs this
+# process compiles in JAX's persistent cache in DIR, so the next session loads them. A cached
+# program is the program that would have been compiled (test_compile_cache.py), so no result
+# changes. The CLI's own runs keep the session's fresh cache above.
+TEST_CACHE = os.environ.get("PUREJAXPPO_TEST_CACHE")
+
+
+def suite_cache_on() -> None:
+    """Point JAX's persistent cache at ``$PUREJAXPPO_TEST_CACHE``, where it is set."""
+    if TEST_CACHE:
+        from purejaxppo.engine import enable_compilation_cache
+
+        enable_compilation_cache(TEST_CACHE)
+
+
+suite_cache_on()
+
 # The suite's shared small config (3 updates of the medium maze, enough for parameters to
 # move apart). Tests that use it share one engine, so its programs compile once per session.
 SMALL = PPOConfig(
@@ -110,11 +128,13 @@ def compilation_cache_off() -> None:
     """Undo what an in-process CLI run did to this process: it turns JAX's persistent cache
     on, and JAX decides once per process, so every later test's compile would be written to
     disk too (a slow-tier session once segfaulted inside jax's executable serialisation of
-    a later test's program). Fresh processes (the subprocess tests) test the cache itself."""
+    a later test's program). Fresh processes (the subprocess tests) test the cache itself.
+    With ``$PUREJAXPPO_TEST_CACHE`` set, the suite's own cache is turned back on."""
     from jax._src import compilation_cache
 
     jax.config.update("jax_compilation_cache_dir", None)
     compilation_cache.reset_cache()
+    suite_cache_on()  # the suite's own opt-in cache, where one is set
 
 
 def one_line(err: str) -> bool:

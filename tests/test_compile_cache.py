@@ -6,6 +6,7 @@ import subprocess
 import sys
 import textwrap
 
+import jax
 import pytest
 
 from purejaxppo._cache import default_cache_dir, enable_compilation_cache, host_tag
@@ -66,3 +67,20 @@ def test_an_unusable_cache_directory_is_one_line(tmp_path):
     with pytest.raises(ValueError, match="cannot create it") as e:
         enable_compilation_cache(tmp_path / "file" / "cache")
     assert "\n" not in str(e.value) and "--no-compile-cache" in str(e.value)
+
+
+def test_the_suites_opt_in_cache_is_back_on_after_an_in_process_cli_run(monkeypatch, tmp_path):
+    """``PUREJAXPPO_TEST_CACHE`` (tests/conftest.py): `cli` turns the CLI's cache off after an
+    in-process run; the suite's own cache, where one is set, must come back on."""
+    import conftest
+
+    before = conftest.TEST_CACHE
+    monkeypatch.setattr(conftest, "TEST_CACHE", str(tmp_path / "suite"))
+    try:
+        conftest.compilation_cache_off()  # what `cli` does after an in-process CLI run
+        assert jax.config.jax_compilation_cache_dir == str(tmp_path / "suite")
+        assert (tmp_path / "suite").is_dir()
+    finally:
+        monkeypatch.setattr(conftest, "TEST_CACHE", before)
+        conftest.compilation_cache_off()
+    assert jax.config.jax_compilation_cache_dir == before  # None unless the suite has one
