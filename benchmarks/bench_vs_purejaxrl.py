@@ -9,8 +9,9 @@ this venv (``pip install flax distrax``) and gymnax, and the Brax cases brax
 saying which is missing. On a TPU machine: docs/benchmarks.md, "On a TPU".
 ``BENCH_ROUNDS`` (default 3) sets the rounds; ``BENCH_SIDE=theirs`` or ``ours`` runs one side
 alone (for a device call too short for both); ``BENCH_SEEDS`` replaces a case's seed count
-(more seeds, narrower CIs, where the device has room); ``BENCH_UPDATES`` shortens every case
-to that many updates, e.g. the Brax cases:
+(more seeds, narrower CIs, where the device has room) and ``BENCH_FIRST_SEED`` (default 0)
+draws another set (their key ``PRNGKey(first)``, our seeds ``first, first + 1, ...``);
+``BENCH_UPDATES`` shortens every case to that many updates, e.g. the Brax cases:
 
     BENCH_UPDATES=20 BENCH_ROUNDS=2 PUREJAXRL_DIR=... \\
         pytest benchmarks/bench_vs_purejaxrl.py -s -k "hopper or inverted"
@@ -220,7 +221,7 @@ if hasattr(m, "BraxGymnaxWrapper") and {gymnax!r}:
 
 config = {config!r}
 train = jax.jit(jax.vmap(m.make_train(config)))
-keys = jax.random.split(jax.random.PRNGKey(0), {seeds})
+keys = jax.random.split(jax.random.PRNGKey({first}), {seeds})
 t0 = time.perf_counter()
 compiled = train.lower(keys).compile()
 t1 = time.perf_counter()
@@ -247,7 +248,7 @@ from purejaxppo._placement import mesh_for
 warnings.simplefilter("ignore")
 cfg = PPOConfig.from_purejaxrl({config!r}).replace(**{ours!r})
 agents = Engine(cfg, mesh=mesh_for(None, {seeds}))
-keys, hp, _ = agent_inputs(cfg, {{}}, list(range({seeds})))
+keys, hp, _ = agent_inputs(cfg, {{}}, list(range({first}, {first} + {seeds})))
 t0 = time.perf_counter()
 state, metrics = agents(keys, hp)
 jax.block_until_ready(metrics)
@@ -292,6 +293,7 @@ def whole_process(code: str, timeout: int = 3600) -> dict:
 def test_side_by_side(benchmark, case):
     module, config, seeds, gymnax, ours = CASES[case]
     seeds = int(os.environ.get("BENCH_SEEDS", seeds))
+    first = int(os.environ.get("BENCH_FIRST_SEED", 0))
     src = purejaxrl_source(brax=not gymnax)
     config = dict(config)
     if os.environ.get("BENCH_UPDATES"):
@@ -299,9 +301,9 @@ def test_side_by_side(benchmark, case):
             int(os.environ["BENCH_UPDATES"]) * config["NUM_ENVS"] * config["NUM_STEPS"]
         )
     theirs_code = THEIRS.format(
-        src=str(src), module=module, gymnax=gymnax, config=config, seeds=seeds
+        src=str(src), module=module, gymnax=gymnax, config=config, seeds=seeds, first=first
     )
-    ours_code = OURS.format(config=config, seeds=seeds, ours=ours or {})
+    ours_code = OURS.format(config=config, seeds=seeds, first=first, ours=ours or {})
     side = os.environ.get("BENCH_SIDE", "both")
     if side not in ("both", "theirs", "ours"):
         raise ValueError(f"BENCH_SIDE={side!r}: use theirs, ours, or leave it unset for both")
@@ -323,7 +325,7 @@ def test_side_by_side(benchmark, case):
 
     benchmark.pedantic(measure, rounds=1, iterations=1)
     summary = dict(
-        case=case, seeds=seeds, updates=int(config["TOTAL_TIMESTEPS"])
+        case=case, seeds=seeds, first_seed=first, updates=int(config["TOTAL_TIMESTEPS"])
         // (config["NUM_ENVS"] * config["NUM_STEPS"]), jax=__import__("jax").__version__,
         side=side, rounds=rounds,
     )  # fmt: skip
