@@ -289,11 +289,19 @@ def whole_process(code: str, timeout: int = 3600) -> dict:
     return {**json.loads(line[len("RESULT ") :]), "process_s": seconds}
 
 
+def env_int(name: str, default: int, least: int) -> int:
+    """``$NAME`` as a whole number ≥ ``least`` (``default`` when unset), or one line saying so."""
+    text = os.environ.get(name, str(default))
+    if not text.isdigit() or int(text) < least:
+        raise pytest.UsageError(f"{name}={text!r}: give a whole number >= {least}, or unset it")
+    return int(text)
+
+
 @pytest.mark.parametrize("case", list(CASES))
 def test_side_by_side(benchmark, case):
     module, config, seeds, gymnax, ours = CASES[case]
-    seeds = int(os.environ.get("BENCH_SEEDS", seeds))
-    first = int(os.environ.get("BENCH_FIRST_SEED", 0))
+    seeds = env_int("BENCH_SEEDS", seeds, least=1)
+    first = env_int("BENCH_FIRST_SEED", 0, least=0)
     src = purejaxrl_source(brax=not gymnax)
     config = dict(config)
     if os.environ.get("BENCH_UPDATES"):

@@ -42,10 +42,18 @@ def suite_cache_on() -> None:
     if TEST_CACHE:
         from purejaxppo.engine import enable_compilation_cache
 
-        enable_compilation_cache(TEST_CACHE)
+        try:
+            enable_compilation_cache(TEST_CACHE)
+        except ValueError:
+            raise pytest.UsageError(
+                f"PUREJAXPPO_TEST_CACHE={TEST_CACHE}: cannot create that directory; "
+                "choose another, or unset it"
+            ) from None
 
 
-suite_cache_on()
+def pytest_configure(config):
+    suite_cache_on()  # before any test module is collected (and compiles)
+
 
 # The suite's shared small config (3 updates of the medium maze, enough for parameters to
 # move apart). Tests that use it share one engine, so its programs compile once per session.
