@@ -79,6 +79,10 @@ class PPOConfig(EnvOptions):
     """Anneal the learning rate linearly to 0 over training (off in the reference)."""
     clip_value: bool = eqx.field(default=False, static=True)
     """Clip the value update to ``clip_eps`` around the rollout value (off in the reference)."""
+    bootstrap_truncation: bool = eqx.field(default=True, static=True)
+    """An episode cut by a time limit: bootstrap its last step from the value of the final
+    observation (True, the correct target), or end its return there as a termination does
+    (False: what PureJaxRL's scripts do, for side-by-side comparisons)."""
     conv_channels: tuple[int, ...] = eqx.field(default=(1,), static=True)
     """Output channels of each 3×3 valid convolution of the torso (grid observations)."""
     mlp_widths: tuple[int, ...] = eqx.field(default=(64,), static=True)
@@ -182,7 +186,9 @@ class PPOConfig(EnvOptions):
         ANNEAL_LR (DEBUG is accepted and ignored). Selected to match PureJaxRL: separate
         64-64 actor and critic MLPs with orthogonal init, per-minibatch advantage
         normalisation, value clipping at CLIP_EPS, global-norm gradient clipping, Adam
-        eps 1e-5, and its LR annealing. Two translations:
+        eps 1e-5, and its LR annealing. One difference is kept: a time limit bootstraps
+        (``bootstrap_truncation``), where their scripts end the return as at a termination;
+        ``.replace(bootstrap_truncation=False)`` gives theirs. Two translations:
 
         * PureJaxRL's value loss is ``0.5 * mean(max(...))``; ours has no 0.5, so
           ``vf_coef = 0.5 * VF_COEF`` gives the same gradient.

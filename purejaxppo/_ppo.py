@@ -241,10 +241,13 @@ def collect(cfg: PPOConfig, env: Env, state: RunnerState):
             obs_norm = obs_norm.update(out.obs)
             next_obs = obs_norm.normalize(out.obs)
             final_obs = None if final_obs is None else obs_norm.normalize(final_obs)
-        truncates = env.can_truncate
+        # Without ``bootstrap_truncation`` a time limit ends the return like a termination,
+        # so no final observation needs valuing.
+        truncates = env.can_truncate and cfg.bootstrap_truncation
+        terminated = out.terminated if cfg.bootstrap_truncation else out.done
         transition = Transition(
             s.obs, s.mask, action, dist.log_prob(p, action), value, reward,
-            out.terminated, out.done, final_obs if truncates else None,
+            terminated, out.done, final_obs if truncates else None,
             hidden if truncates else None, s.hidden if cut else None,
         )  # fmt: skip
         if hidden is not None:  # the next episode starts with no memory

@@ -46,16 +46,21 @@ class ValueIsObs(eqx.Module):
         return jnp.zeros(1), obs[0]
 
 
-def test_truncation_bootstraps_from_the_true_final_observation():
-    cfg = PPOConfig(num_envs=1, num_steps=4, minibatch_size=4, total_timesteps=4,
-                    gamma=0.5, gae_lambda=1.0)  # fmt: skip
-    env = Counter()
-    state = RunnerState(
+def counter_state() -> RunnerState:
+    """One Counter env at t = 0, valued by `ValueIsObs`."""
+    return RunnerState(
         params=ValueIsObs(), opt_state=None, env_state=jnp.zeros(1, jnp.int32),
         obs=jnp.zeros((1, 1)), mask=jnp.ones((1, 1), bool),
         episode_return=jnp.zeros(1), episode_length=jnp.zeros(1, jnp.int32),
         key=jax.random.PRNGKey(0), update=jnp.int32(0),
     )  # fmt: skip
+
+
+def test_truncation_bootstraps_from_the_true_final_observation():
+    cfg = PPOConfig(num_envs=1, num_steps=4, minibatch_size=4, total_timesteps=4,
+                    gamma=0.5, gae_lambda=1.0)  # fmt: skip
+    env = Counter()
+    state = counter_state()
     state, traj, _ = collect(cfg, env, state)
     # Steps reach t = 1, 2 (cut), 1, 2 (cut): V before reset = 1, 2, 1, 2; V(s_t) = 0, 1, 0, 1.
     np.testing.assert_array_equal(traj.value[:, 0], [0, 1, 0, 1])
@@ -68,6 +73,22 @@ def test_truncation_bootstraps_from_the_true_final_observation():
     # Treating the cut as a real ending (the bug we avoid) gives delta_1 = 1 - 1 = 0.
     wrong, _ = gae(traj.reward, traj.value, next_values, traj.done, traj.done, 0.5, 1.0)
     np.testing.assert_allclose(wrong[:, 0], [1.5, 0.0, 1.5, 0.0])
+
+
+def test_without_bootstrap_truncation_a_cut_ends_the_return_like_a_termination():
+    """``bootstrap_truncation=False``: PureJaxRL's time limit, the ending the test above avoids
+    by default, computed by hand: delta = 1 + 0.5 V(s') - V(s) at t = 0, 2; 1 - V(s) = 0 at
+    the cuts (t = 1, 3), and the advantages stop there."""
+    cfg = PPOConfig(num_envs=1, num_steps=4, minibatch_size=4, total_timesteps=4, gamma=0.5,
+                    gae_lambda=1.0, bootstrap_truncation=False)  # fmt: skip
+    state = counter_state()
+    state, traj, _ = collect(cfg, Counter(), state)
+    np.testing.assert_array_equal(traj.terminated[:, 0], [False, True, False, True])
+    assert traj.final_obs is None  # nothing to value: the cut is not bootstrapped
+    next_values = bootstrap_values(traj, state)
+    adv, target = gae(traj.reward, traj.value, next_values, traj.terminated, traj.done, 0.5, 1.0)
+    np.testing.assert_allclose(adv[:, 0], [1.5, 0.0, 1.5, 0.0])
+    np.testing.assert_allclose(target[:, 0], [1.5, 1.0, 1.5, 1.0])  # the step's own reward
 
 
 # ---- PureJaxRL configs ----
