@@ -45,7 +45,7 @@ gave (adapter 5). The folded step also trims gymnax 1.0's ``info`` to older gymn
 stack for every step (MinAtar at 16 seeds asked for 361 GB of temporaries on a 16 GB TPU;
 CartPole's four floats cost little either way, and ran without it before 2026-12-06).
 Both sides then normalise observations and rewards and treat a time limit as their code
-does (theirs as a termination, ours as a bootstrapped truncation); the ``-timelimit`` cases
+does (theirs as a termination, ours as a bootstrapped truncation); the ``-timelimit-`` cases
 run ours with ``bootstrap_truncation=False``, their treatment (issue 59's ablation; their
 side is the same as the case without the suffix).
 """
@@ -137,7 +137,7 @@ CASES = {
     "cartpole-16": Case("ppo", CARTPOLE, 16, gymnax=True),
     "cartpole-256": Case("ppo", CARTPOLE, 256, gymnax=True),
     "cartpole-2048": Case("ppo", {**CARTPOLE, "TOTAL_TIMESTEPS": 1e5}, 2048, gymnax=True),
-    "cartpole-256-timelimit": Case(
+    "cartpole-timelimit-256": Case(
         "ppo", CARTPOLE, 256, gymnax=True, ours={"bootstrap_truncation": False}
     ),  # ours ends a return at CartPole's time limit, as theirs does (issue 59's ablation)
     "spaceinvaders-16": Case("ppo", MINATAR, 16, gymnax=True),
@@ -146,7 +146,7 @@ CASES = {
     "rnn-cartpole-16-pieces": Case(
         "ppo_rnn", RNN, 16, gymnax=True, ours={**OUR_GRU, "sequence_length": 16}
     ),  # ours re-runs pieces of 16 steps (`sequence_length`), theirs whole rollouts
-    "rnn-cartpole-16-timelimit": Case(
+    "rnn-cartpole-timelimit-16": Case(
         "ppo_rnn", RNN, 16, gymnax=True, ours={**OUR_GRU, "bootstrap_truncation": False}
     ),  # ours ends a return at CartPole's time limit, as theirs does (issue 59's ablation)
 }
