@@ -417,7 +417,7 @@ def _validate(c: PPOConfig) -> None:
     if c.matmul_precision not in MATMUL_PRECISIONS:
         _fail("matmul_precision", c.matmul_precision, f"use one of {list(MATMUL_PRECISIONS)}.")
     _check_recurrent(c)
-    for name in ("squash_actions", "state_dependent_std"):
+    for name in ("squash_actions", "state_dependent_std", "bootstrap_truncation"):
         if not isinstance(getattr(c, name), bool):
             _fail(name, getattr(c, name), "use True or False.")
     for name in ("normalize_obs", "normalize_reward"):

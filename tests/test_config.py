@@ -57,6 +57,7 @@ def test_numeric_hyperparameters_are_leaves_and_shapes_are_static():
         ),
         ({"env": "Snake-v2"}, r"no environment of that name.*Did you mean 'Snake-v1' \(Jumanji\)"),
         ({"time_input": 1}, r"time_input=1 is invalid: use True or False"),
+        ({"bootstrap_truncation": "no"}, r"bootstrap_truncation='no' is invalid: use True or"),
         ({"env": "CartPole-v1", "maze": "easy"}, r"maze options apply to Maze-v0 only"),
         (
             {"network": "cnn"},
