@@ -348,8 +348,9 @@ class GRUActorCritic(AbstractRecurrentActorCritic):
     hidden state feeds a policy head (its output layer orthogonal at 0.01, zero bias: a
     near-uniform first policy) and a scalar value head, each linear or, with
     ``head_widths``, an MLP of its own (PureJaxRL ``ppo_rnn.py``'s). The encoder is
-    feedforward, so `unroll` encodes a whole sequence in one batched pass and scans only the
-    cell: a minibatch of sequences costs T small matmuls, not T encoder passes.
+    feedforward, so `unroll` encodes a whole sequence, and computes the input's part of the
+    cell's gates, in one batched pass each, and scans only the recurrent part: a minibatch of
+    sequences costs T small matmuls, not T encoder passes.
     """
 
     convs: tuple[Conv2d, ...]
@@ -414,18 +415,46 @@ class GRUActorCritic(AbstractRecurrentActorCritic):
         return _with_log_std(self.policy_head(p), self.log_std), self.value_head(v)
 
     def step(self, hidden, obs):
-        hidden = self.cell(self.encode(obs), hidden)
+        hidden = _gru_update(self.cell, _gru_input_gates(self.cell, self.encode(obs)), hidden)
         return hidden, self.heads(hidden)
 
     def unroll(self, hidden, obs, done):
-        x = jax.vmap(self.encode)(obs)
+        # The input gates of the whole sequence are one batched product, outside the loop;
+        # the loop keeps only the recurrent product (`GRU_UNROLL` steps per iteration).
+        gates = jax.vmap(lambda o: _gru_input_gates(self.cell, self.encode(o)))(obs)
 
-        def body(h, xd):
-            h = self.cell(xd[0], h)
-            return jnp.where(xd[1], self.initial_hidden(), h), h
+        def body(h, gd):
+            h = _gru_update(self.cell, gd[0], h)
+            return jnp.where(gd[1], self.initial_hidden(), h), h
 
-        _, hs = jax.lax.scan(body, hidden, (x, done))
+        _, hs = jax.lax.scan(body, hidden, (gates, done), unroll=GRU_UNROLL)
         return jax.vmap(self.heads)(hs)
+
+
+#: GRU steps per loop iteration of `GRUActorCritic.unroll` (the loss's sequences). A speed
+#: choice, the same values to float rounding: fewer, larger loop iterations for the CPU's and
+#: the TPU's per-iteration cost (figures: docs/experiments/craftax-ablation.md, tenth session).
+GRU_UNROLL = 2
+
+
+def _gru_input_gates(cell: eqx.nn.GRUCell, x: Float[Array, " W"]) -> Float[Array, " G"]:
+    """The input's part of the three gates (reset, update, new), bias included."""
+    return cell.weight_ih @ x + (0.0 if cell.bias is None else cell.bias)
+
+
+def _gru_update(
+    cell: eqx.nn.GRUCell, input_gates: Float[Array, " G"], hidden: Float[Array, " H"]
+) -> Float[Array, " H"]:
+    """`eqx.nn.GRUCell`'s update from precomputed input gates (`_gru_input_gates`): the
+    same arithmetic as ``cell(x, hidden)``, split so a sequence's input products can be
+    batched (tests/test_recurrent.py checks it against the cell)."""
+    bias_n = 0.0 if cell.bias_n is None else cell.bias_n
+    igates = jnp.split(input_gates, 3)
+    hgates = jnp.split(cell.weight_hh @ hidden, 3)
+    reset = jax.nn.sigmoid(igates[0] + hgates[0])
+    inp = jax.nn.sigmoid(igates[1] + hgates[1])
+    new = jnp.tanh(igates[2] + reset * (hgates[2] + bias_n))
+    return new + inp * (hidden - new)
 
 
 def _gru_cell(d_in: int, hidden: int, init: str, key: PRNGKeyArray) -> eqx.nn.GRUCell:

@@ -202,6 +202,25 @@ def test_head_widths_put_an_mlp_of_its_own_in_each_head():
     assert [lin.weight.shape for lin in built.value_mlp] == [(12, 16), (6, 12)]
 
 
+@pytest.mark.parametrize("gru_init", ["flax", "equinox"])
+def test_step_is_equinox_gru_cell_then_the_heads(gru_init):
+    """`step` splits the cell into input gates and the recurrent update (so `unroll` can batch
+    a sequence's input products); it must give what `eqx.nn.GRUCell` itself gives."""
+    net = GRUActorCritic(
+        (3,), 2, (), (4,), hidden_size=6, gru_init=gru_init, key=jax.random.PRNGKey(0)
+    )
+    obs = jax.random.normal(jax.random.PRNGKey(1), (3,))
+    h = jax.random.normal(jax.random.PRNGKey(2), (6,))
+    if gru_init == "equinox":  # nonzero biases: both bias terms are exercised
+        assert float(jnp.abs(net.cell.bias_n).min()) > 0 < float(jnp.abs(net.cell.bias).min())
+    expected_h = net.cell(net.encode(obs), h)
+    new_h, (out, value) = net.step(h, obs)
+    np.testing.assert_allclose(new_h, expected_h, atol=ULP_ATOL)
+    ref_out, ref_value = net.heads(expected_h)
+    np.testing.assert_allclose(out, ref_out, atol=ULP_ATOL)
+    np.testing.assert_allclose(value, ref_value, atol=ULP_ATOL)
+
+
 def test_unroll_equals_a_python_loop_of_steps_with_resets():
     net = GRUActorCritic((3,), 2, (), (4,), hidden_size=6, key=jax.random.PRNGKey(0))
     obs = jax.random.normal(jax.random.PRNGKey(1), (9, 3))
