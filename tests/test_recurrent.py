@@ -221,8 +221,13 @@ def test_step_is_equinox_gru_cell_then_the_heads(gru_init):
     np.testing.assert_allclose(value, ref_value, atol=ULP_ATOL)
 
 
-def test_unroll_equals_a_python_loop_of_steps_with_resets():
-    net = GRUActorCritic((3,), 2, (), (4,), hidden_size=6, key=jax.random.PRNGKey(0))
+@pytest.mark.parametrize("gru_init", ["flax", "equinox"])  # equinox's: nonzero biases
+def test_unroll_equals_a_python_loop_of_steps_with_resets(gru_init):
+    """`unroll` (input gates batched before the loop, `GRU_UNROLL` steps per iteration; 9
+    steps, so an odd remainder) equals `step` called step by step."""
+    net = GRUActorCritic(
+        (3,), 2, (), (4,), hidden_size=6, gru_init=gru_init, key=jax.random.PRNGKey(0)
+    )
     obs = jax.random.normal(jax.random.PRNGKey(1), (9, 3))
     done = jnp.array([0, 0, 1, 0, 0, 0, 1, 1, 0], bool)
     h0 = jax.random.normal(jax.random.PRNGKey(2), (6,))
