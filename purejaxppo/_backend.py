@@ -23,6 +23,9 @@ agents side by side        ~16 MFLOP per group                    every agent at
 (`_groups`)                (`default_group_size`)                 (memory permitting)
 compiler options,          O1, threefry unrolled below jax 0.11   the defaults
 PRNG lowering (`_xla_cpu`)
+Craftax's restarts         pool world picked by an index          one select among the world and
+(`envs._craftax`)          (a gather), then a select              the pool's (a gather under vmap
+                                                                  is slow on a TPU)
 host callbacks of          every ~8,192 env steps per agent       every ~65,536 (the chip waits
 progress (`_progress`)     (`STEPS_PER_CALLBACK`)                 ~1.5 ms for each callback)
 float32 matrix products    float32, whatever the setting          ``cfg.matmul_precision``:

@@ -29,6 +29,17 @@ PUREJAXRL_CARTPOLE = dict(
 )  # fmt: skip
 
 
+#: Craftax_Baselines' ``ppo_rnn.py`` config (its defaults: 1,024 envs × 64 steps, 8 minibatches,
+#: 4 epochs, a GRU of 512 behind one layer of 512 and heads of two 512 layers), as our fields;
+#: ``total_timesteps`` is ten updates: the benchmarks set their own length.
+CRAFTAX_BASELINE = dict(
+    network="gru", hidden_size=512, conv_channels=(), mlp_widths=(512,), head_widths=(512, 512),
+    num_envs=1024, num_steps=64, minibatch_size=8192, update_epochs=4, lr=2e-4, anneal_lr=True,
+    gamma=0.99, gae_lambda=0.8, clip_eps=0.2, ent_coef=0.01, vf_coef=0.5, max_grad_norm=1.0,
+    normalize_advantages=True, clip_value=True, adam_eps=1e-5, total_timesteps=655_360,
+)  # fmt: skip
+
+
 class Throughput(NamedTuple):
     """One measurement: ``agents`` agents of one config, one-update programs."""
 

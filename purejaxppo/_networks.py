@@ -421,14 +421,17 @@ class GRUActorCritic(AbstractRecurrentActorCritic):
     def unroll(self, hidden, obs, done):
         # The input gates of the whole sequence are one batched product, outside the loop;
         # the loop keeps only the recurrent product (`GRU_UNROLL` steps per iteration).
-        gates = jax.vmap(lambda o: _gru_input_gates(self.cell, self.encode(o)))(obs)
+        with jax.named_scope("encoder"):
+            gates = jax.vmap(lambda o: _gru_input_gates(self.cell, self.encode(o)))(obs)
 
         def body(h, gd):
             h = _gru_update(self.cell, gd[0], h)
             return jnp.where(gd[1], self.initial_hidden(), h), h
 
-        _, hs = jax.lax.scan(body, hidden, (gates, done), unroll=GRU_UNROLL)
-        return jax.vmap(self.heads)(hs)
+        with jax.named_scope("gru_loop"):
+            _, hs = jax.lax.scan(body, hidden, (gates, done), unroll=GRU_UNROLL)
+        with jax.named_scope("heads"):
+            return jax.vmap(self.heads)(hs)
 
 
 #: GRU steps per loop iteration of `GRUActorCritic.unroll` (the loss's sequences). A speed

@@ -593,9 +593,10 @@ def update_step(cfg: PPOConfig, env: Env, state: RunnerState) -> tuple[RunnerSta
 def _update_step(cfg: PPOConfig, env: Env, state: RunnerState) -> tuple[RunnerState, Metrics]:
     if env.has_refresh:  # e.g. one new maze per env per update for the reset pools
         key, refresh_key = jax.random.split(state.key)
-        env_state = jax.vmap(env.refresh)(
-            state.env_state, jax.random.split(refresh_key, cfg.num_envs)
-        )
+        with jax.named_scope("refresh"):
+            env_state = jax.vmap(env.refresh)(
+                state.env_state, jax.random.split(refresh_key, cfg.num_envs)
+            )
         state = dataclasses.replace(state, env_state=env_state, key=key)
     hidden = state.hidden  # recurrent: where the loss re-runs each env's sequence from
     # The named scopes label each phase's ops in a profile (docs/benchmarks.md, "On a TPU").

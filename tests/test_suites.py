@@ -244,6 +244,30 @@ def test_craftax_steps_as_craftax_and_restarts_in_its_pool():
     assert sum(changed) == 1, changed
 
 
+@pytest.mark.slow  # ~8 s (Craftax's world generation compiles slowly)
+@needs_craftax
+def test_craftax_restarts_alike_on_every_backend():
+    """The accelerators' restart (one elementwise select among the env's world and its pool)
+    gives the CPU's (an indexed read of the pool, then a select), bit for bit, under vmap:
+    the pooled world ``i`` and its first observation where ``done``, else the world as it
+    is."""
+    ours = make_env(PPOConfig(env="craftax/Craftax-Classic-Symbolic-v1"))
+    keys = jax.random.split(jax.random.PRNGKey(0), 8)
+    reset = jax.jit(jax.vmap(ours.reset))
+    states, others = reset(keys)[0], reset(keys[::-1])[0].inner  # others: "the world as it is"
+    i = jnp.array([0, 1, 2, 3, 3, 2, 1, 0])
+    done = jnp.array([True, False, True, True, False, True, False, True])
+    args = (states, i, done, others)
+    cpu = jax.jit(jax.vmap(_craftax._restart_gathered))(*args)
+    accelerator = jax.jit(jax.vmap(_craftax._restart_selected))(*args)
+    for a, b in zip(jax.tree.leaves(cpu), jax.tree.leaves(accelerator), strict=True):
+        np.testing.assert_array_equal(a, b)
+    world, first_obs = accelerator
+    np.testing.assert_array_equal(first_obs, states.pool_obs[jnp.arange(8), i])
+    np.testing.assert_array_equal(world.map[1], others.map[1])  # not done: unchanged
+    np.testing.assert_array_equal(world.map[0], states.pool.map[0, 0])  # done: pool world 0
+
+
 # ---------------------------------------------------------------------- training -----------
 SMALL = dict(
     conv_channels=(), mlp_widths=(32,), num_envs=4, num_steps=16, minibatch_size=32,
