@@ -9,7 +9,7 @@ from conftest import cli
 
 def test_bad_flag_value_is_a_clear_error(capsys):
     code, _, err = cli(capsys, "train", "--gamma", "1.5")
-    assert code == 2 and "PPOConfig.gamma=1.5 is invalid" in err
+    assert code == 2 and "--gamma 1.5 is invalid" in err and "PPOConfig" not in err
     code, _, err = cli(capsys, "train", "--num-envs", "many")
     assert code == 2 and "--num-envs" in err and "many" in err
     code, _, err = cli(capsys, "sweep", "--seeds", "2")
@@ -17,7 +17,18 @@ def test_bad_flag_value_is_a_clear_error(capsys):
     code, _, err = cli(capsys, "train", "--stop-at", "1000", "--checkpoint-every", "0")
     assert code == 2 and "--stop-at 1000" in err and "--checkpoint-every 0" in err
     code, _, err = cli(capsys, "train", "--env", "Mazee-v0")
-    assert code == 2 and "PPOConfig.env='Mazee-v0' is invalid" in err and "Maze-v0" in err
+    assert code == 2 and "--env 'Mazee-v0' is invalid" in err and "Maze-v0" in err
+
+
+def test_a_refusal_speaks_the_command_lines_words(capsys):
+    """The flag, not the field; what a command line can give, not a Python type; one line
+    short enough to read."""
+    code, _, err = cli(capsys, "train", "--maze", "medum")
+    assert code == 2 and err.startswith("purejaxppo train: --maze 'medum' is unknown")
+    assert "--config file" in err and "#/./S/G" in err and len(err.splitlines()) == 1
+    code, _, err = cli(capsys, "train", "--env", "Cartpole-v1")
+    assert code == 2 and "Did you mean 'CartPole-v1' (gymnax)" in err
+    assert len(err.splitlines()) == 1 and len(err) < 320, len(err)
 
 
 def test_help_lists_the_fields(capsys):
@@ -43,6 +54,18 @@ def test_eval_and_bench_refuse_bad_input_before_compiling(capsys, args):
     assert code == 2 and err.startswith("purejaxppo ")
     assert "--updates" in err or "eval" in args[0], err  # names the field
     assert len(err.strip().splitlines()) == 1, err  # one line, no traceback
+
+
+def test_bench_rounds_the_length_up_to_whole_batches(capsys):
+    """``bench`` times a few updates: a length that is not whole batches is rounded up (and
+    said), not refused; a whole one is kept."""
+    from purejaxppo.cli._bench import timed_config
+    from purejaxppo.cli._flags import BenchCmd
+
+    cfg = timed_config(BenchCmd(num_envs=1024, num_steps=64))  # default 819,200: 12.5 batches
+    assert cfg.total_timesteps == 13 * 65_536 and "→ 851,968" in capsys.readouterr().out
+    cfg = timed_config(BenchCmd(num_envs=16, num_steps=512))
+    assert cfg.total_timesteps == 819_200 and capsys.readouterr().out == ""
 
 
 @pytest.mark.slow  # a longer check: the slow tier keeps the fast one under 5 min

@@ -248,6 +248,20 @@ def test_a_long_episode_gif_stops_at_the_cap_and_says_the_episode_length(monkeyp
     assert len(said) == 1 and "the first 4 of the episode's" in said[0]
 
 
+@needs_gymnax
+def test_a_run_without_success_or_renderer_says_so_in_one_line(tmp_path, capsys):
+    """gymnax's CartPole defines no success and has no renderer: the run says both, once,
+    instead of a silent "n/a" and a missing GIF."""
+    code, out, err = cli(capsys, "train", *TINY, "--run-dir", tmp_path / "r")
+    assert code == 0, err
+    said = [line for line in (out + err).splitlines() if line.startswith("CartPole-v1: ")]
+    assert said == [
+        "CartPole-v1: no success rate (the env defines none) and no agent.gif (gymnax has no "
+        "renderer)."
+    ]
+    assert not (tmp_path / "r" / "agent.gif").exists()
+
+
 # ------------------------------------------------------ 8. names from other libraries ---
 def test_an_unknown_name_labels_each_close_match_with_its_library(capsys, no_compiling):
     code, _, err = cli(capsys, "train", "--env", "Cartpole-v1")

@@ -220,7 +220,7 @@ def _raises_bad() -> None:
         (_NoLimit(), None, "its params have no max_steps_in_episode"),
         (MaskedCorridor(), 10, "PPOConfig.time_limit=10 is invalid: .* is an Env"),
         ("test_own_env:", None, "an import path is 'package.module:attr'"),
-        ("test_own_env", None, "your own environment: an object, or 'package.module:attr'"),
+        ("test_own_env", None, "'xminigrid/<name>', or 'package.module:attr'"),
         ("no_such_module_here:make", None, "cannot import no_such_module_here"),
         ("test_own_env:nothing", None, "test_own_env has no attribute 'nothing'"),
         ("test_own_env:_raises_bad", None, "calling _raises_bad\\(\\) raised RuntimeError: no"),

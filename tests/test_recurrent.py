@@ -658,7 +658,7 @@ def test_cli_refuses_a_minibatch_of_partial_sequences_before_compiling(tmp_path)
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert out.returncode == 2, out.stderr
-    assert "PPOConfig.minibatch_size=128" in out.stderr and "multiple of num_steps" in out.stderr
+    assert "--minibatch-size 128" in out.stderr and "multiple of num_steps" in out.stderr
     assert not (tmp_path / "r").exists()
 
 

@@ -146,8 +146,8 @@ def test_an_unwritable_run_dir_is_refused_before_compiling(tmp_path, capsys, no_
     [
         (["--eval-episodes", "-1"], "--eval-episodes -1"),
         (["--progress-every", "0"], "--progress-every 0"),
-        (["--lr", "inf"], "PPOConfig.lr=inf is invalid: it must be a finite number"),
-        (["--clip-eps", "0"], "PPOConfig.clip_eps=0.0 is invalid"),
+        (["--lr", "inf"], "--lr inf is invalid: it must be a finite number"),
+        (["--clip-eps", "0"], "--clip-eps 0.0 is invalid"),
         (["--seeds", "0"], "--seeds 0"),
     ],
 )

@@ -1,4 +1,4 @@
-"""Command line (tyro): ``purejaxppo train | sweep | pbt | eval | bench``.
+"""Train PPO agents from the command line: purejaxppo train | sweep | pbt | eval | bench.
 
 Every `PPOConfig` field is a flag (``--lr 1e-3``, ``--maze easy``, ``--mlp-widths 64 64``),
 documented in ``--help`` from the field's docstring; ``--config FILE.yaml|json`` sets any of
@@ -12,6 +12,7 @@ device, any backend).
 from __future__ import annotations
 
 import contextlib
+import re
 import sys
 from typing import Annotated, Union
 
@@ -52,8 +53,18 @@ def main(argv: list[str] | None = None) -> int:
                 return train_pbt(cmd, argv)
             return train(cmd, argv)
         except (ValueError, TypeError, FileNotFoundError) as e:
-            print(f"purejaxppo {argv[0]}: {e}", file=sys.stderr)
+            print(f"purejaxppo {argv[0]}: {cli_words(str(e))}", file=sys.stderr)
             return 2
+
+
+def cli_words(message: str) -> str:
+    """A config's refusal in the command line's words: ``PPOConfig.num_envs=3 is invalid``
+    becomes ``--num-envs 3 is invalid``, the flag the user typed rather than the field."""
+    return re.sub(
+        r"PPOConfig\.(\w+)=(.*?) is ",
+        lambda m: f"--{m[1].replace('_', '-')} {m[2]} is ",
+        message,
+    )
 
 
 @contextlib.contextmanager

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 import warnings
@@ -37,7 +38,7 @@ def bench(cmd: BenchCmd) -> int:
     mesh = mesh_of(cmd.devices)
     start = time.perf_counter()
     if cmd.suite == "none":
-        table(config_of(cmd), cmd.agents, cmd, mesh, start)
+        table(timed_config(cmd), cmd.agents, cmd, mesh, start)
         return 0
     rows = table(PPOConfig(), MAZE_AGENTS, cmd, mesh, start)
     full_run(PPOConfig(), rows, cmd, mesh, start)
@@ -52,6 +53,19 @@ def bench(cmd: BenchCmd) -> int:
         cartpole = PPOConfig.from_purejaxrl(PUREJAXRL_CARTPOLE)
     table(cartpole, CARTPOLE_AGENTS, cmd, mesh, start, " (PureJaxRL's ppo.py config)")
     return 0
+
+
+def timed_config(cmd: BenchCmd) -> PPOConfig:
+    """The config ``bench`` times: the flags', its ``total_timesteps`` rounded up to whole
+    batches of ``num_envs × num_steps`` when it is not one (``bench`` times a few updates,
+    so the length only sets the learning rate's annealing horizon), saying so."""
+    batch = cmd.num_envs * cmd.num_steps
+    total = cmd.total_timesteps
+    if isinstance(batch, int) and batch > 0 and isinstance(total, int) and total % batch:
+        rounded = max(1, -(-total // batch)) * batch
+        print(f"purejaxppo bench: --total-timesteps {total:,} → {rounded:,} (whole batches).")
+        cmd = dataclasses.replace(cmd, total_timesteps=rounded)
+    return config_of(cmd)
 
 
 def table(cfg: PPOConfig, counts, cmd: BenchCmd, mesh, start: float, label: str = "") -> list:

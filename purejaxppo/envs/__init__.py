@@ -35,6 +35,7 @@ from ._registry import can_render as can_render
 from ._registry import check_env as check_env
 from ._registry import describe_env as describe_env
 from ._registry import make_env as make_env
+from ._registry import why_not_drawn as why_not_drawn
 from ._wrappers import TimeInput as TimeInput
 
 # Jumanji makes JAX arrays when it is imported, which starts JAX's backends, after which

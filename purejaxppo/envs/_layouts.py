@@ -111,8 +111,9 @@ def resolve_maze(spec, maze_size=(10, 10)) -> MazeLayout | tuple[int, int]:
             return (int(rows), int(cols))
         if spec not in NAMED:
             raise ValueError(
-                f"PPOConfig.maze={spec!r} is unknown: use 'easy', 'medium', 'random' "
-                "or a layout (tuple of strings)."
+                f"PPOConfig.maze={spec!r} is unknown: use 'easy', 'medium' or 'random', or a "
+                "layout of rows of #/./S/G (a tuple of strings; on the command line, a list "
+                "under maze: in a --config file)."
             )
         spec = NAMED[spec]
     return parse_layout(spec)

@@ -59,13 +59,11 @@ SUPPORTED_ENVS = (
     "Maze-v0", *JUMANJI_ENVS, *GYMNAX_ENVS, "brax/<name>", "craftax/<name>", "navix/<name>",
     "xminigrid/<name>",
 )  # fmt: skip
-#: What the refusal of an unknown name lists (gymnax's and Jumanji's registries by count).
+#: What the refusal of an unknown name lists: the families of names, short enough to read in
+#: one line (docs/guide.md, "Environments", has them in full).
 _SUPPORTED_SHORT = (
-    "Maze-v0, gymnax's registered envs ({gymnax}; the gymnax extra), any Jumanji env with "
-    "(multi-)discrete actions ({jumanji} registered; tested: {tested}), 'brax/<name>' "
-    "(the brax extra), 'craftax/<name>', 'navix/<name>' and 'xminigrid/<name>' (their extras), "
-    "and your own "
-    "environment: an object, or 'package.module:attr'"
+    "Maze-v0, gymnax's {gymnax} registered envs, Jumanji's with discrete actions, 'brax/<name>', "
+    "'craftax/<name>', 'navix/<name>', 'xminigrid/<name>', or 'package.module:attr'"
 )
 
 
@@ -106,22 +104,14 @@ def check_env(cfg: EnvOptions) -> None:
 
 
 def _unknown_env(name: str, jumanji_names: list[str]) -> str:
-    """Why ``name`` cannot be trained: the closest names, each labelled with its library,
-    and what is supported."""
+    """Why ``name`` cannot be trained, in a line short enough to read: the closest names,
+    each labelled with its library, then the families of names supported."""
     gymnax_names = _gymnax_names()
-    supported = "Supported: " + _SUPPORTED_SHORT.format(
-        gymnax=len(gymnax_names), jumanji=len(jumanji_names), tested=", ".join(JUMANJI_ENVS)
-    )
+    supported = _SUPPORTED_SHORT.format(gymnax=len(gymnax_names))
     libraries = {**{n: "Jumanji" for n in jumanji_names}, **{n: "gymnax" for n in gymnax_names}}
-    close = difflib.get_close_matches(name, list(libraries), n=3, cutoff=0.5)
-    hint = (
-        " Did you mean " + ", ".join(f"{c!r} ({libraries[c]})" for c in close) + "?"
-        if close
-        else ""
-    )
-    return f"no environment of that name in Jumanji or gymnax (Brax: 'brax/<name>').{hint} " + (
-        supported + "."
-    )
+    close = difflib.get_close_matches(name, list(libraries), n=2, cutoff=0.5)
+    hint = " Did you mean " + " or ".join(f"{c!r} ({libraries[c]})" for c in close) + "?"
+    return f"no environment of that name.{hint if close else ''} Names: {supported}."
 
 
 def _gymnax_names() -> list[str]:
@@ -211,13 +201,23 @@ def can_render(cfg: EnvOptions) -> bool:
     which keeps neither); Brax envs through Brax's MuJoCo renderer (needs an OpenGL context:
     EGL); the suites and own `Env` subclasses with ``can_draw`` through their `Env.frame`,
     without ``time_input``. gymnax has no renderer."""
-    if cfg.time_input and (_suite(cfg.env) is not None or own_env(cfg.env) is not None):
-        return False
-    if own_env(cfg.env) is not None:
-        return make_env(cfg).can_draw
+    return why_not_drawn(cfg) is None
+
+
+def why_not_drawn(cfg: EnvOptions) -> str | None:
+    """Why this config's env cannot be drawn (`can_render`), in a few words; None if it can."""
+    own = own_env(cfg.env) is not None
+    if cfg.time_input and (_suite(cfg.env) is not None or own):
+        return "its renderer cannot show time_input"
+    if own:
+        return None if make_env(cfg).can_draw else "the env draws no frames (Env.can_draw)"
     if _suite(cfg.env) is not None:  # each suite's own renderer (`Env.frame`)
-        return True
-    return not _is_gymnax(cfg.env) and not cfg.time_input and not cfg.maze_visited
+        return None
+    if _is_gymnax(cfg.env):
+        return "gymnax has no renderer"
+    if cfg.time_input or cfg.maze_visited:
+        return "Jumanji's renderer keeps neither time_input nor maze_visited"
+    return None
 
 
 def _check_own_options(cfg: EnvOptions) -> None:

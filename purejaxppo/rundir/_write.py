@@ -37,7 +37,7 @@ from .._distributions import policy_distribution
 from .._evaluate import Policy, evaluate, has_success
 from .._figures import plot_curves, plot_episode_stats, write_gif
 from .._results import SweepResult
-from ..envs import can_render, describe_env, make_env
+from ..envs import can_render, describe_env, make_env, why_not_drawn
 from ..stats import final_scores
 from ._format import (
     PARAMS_FORMAT,
@@ -104,6 +104,13 @@ def _write_run(run_dir: Path, result: SweepResult, timings, eval_episodes, gif, 
     params = _params_by_program(result)
     write_params(run_dir, params, meta["config"], axes)
 
+    skipped = []  # what a run of this env cannot have: said once, not left blank
+    if eval_episodes and not has_success(cfg):
+        skipped.append("no success rate (the env defines none)")
+    if gif and not can_render(cfg):
+        skipped.append(f"no agent.gif ({why_not_drawn(cfg)})")
+    if skipped:
+        say(f"{cfg.env}: " + " and ".join(skipped) + ".")
     success = _success(result, params, eval_episodes, eval_seed, say)
     rows = result.summary()
     _add_run_columns(rows, result, success, timings)
