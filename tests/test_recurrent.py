@@ -109,7 +109,7 @@ def test_head_init_gain_scales_the_heads_hidden_layers_only(capsys):
         gru.replace(head_widths=(), head_init_gain=1.0)
     assert gru.replace(head_widths=()).head_init_gain == 2.0  # the default needs no widths
     code, _, err = cli(capsys, "train", "--head-init-gain", "0")
-    assert code == 2 and "head_init_gain" in err
+    assert code == 2 and "--head-init-gain 0.0 is invalid" in err
 
 
 def test_gru_init_flax_draws_flax_grucells_initialisation_and_computes_its_gates(capsys):
@@ -164,7 +164,7 @@ def test_gru_init_flax_draws_flax_grucells_initialisation_and_computes_its_gates
     with pytest.raises(ValueError, match="gru_init.*network='gru' only"):
         PPOConfig(gru_init="equinox")
     code, _, err = cli(capsys, "train", "--gru-init", "torch")
-    assert code == 2 and "gru_init" in err
+    assert code == 2 and "--gru-init 'torch' is invalid" in err
 
 
 @pytest.mark.slow  # over ~10 s: the fast tier stays under 5 minutes
