@@ -6,7 +6,9 @@ baseline's 1,024 envs, each compiled and timed apart from any trainer.
 For each game writes a line of ``OUT/floor.jsonl``: compile s and ms for a 64-step scan of
 Craftax's ``step_env`` (random actions, no resets) over 1,024 envs; the same scan of our
 `CraftaxEnv.step` (its pool's resets included); one ``reset_env`` (a new world) for each of
-the 1,024 envs; and each program's instruction count. What a trainer's update at this
+the 1,024 envs; and each program's instruction count. ``masked_step_64`` and
+``masked_all_64`` are Craftax's step with its slices of more than one element, or all its
+slices, cut by masks (`purejaxppo.envs._slices`). What a trainer's update at this
 config cannot beat: its rollout steps every env 64 times (docs/benchmarks.md, "Craftax").
 """
 
@@ -21,6 +23,7 @@ import jax
 import jax.numpy as jnp
 
 from purejaxppo.envs._craftax import CraftaxEnv
+from purejaxppo.envs._slices import masked_slices
 
 GAMES = {"classic": "Craftax-Classic-Symbolic-v1", "full": "Craftax-Symbolic-v1"}
 NUM_ENVS, NUM_STEPS = 1024, 64
@@ -41,7 +44,7 @@ def timed(fn, *args, repeats: int = 3) -> dict:
     return dict(compile_s=round(compile_s, 2), ms=round(1e3 * best, 2), hlo_ops=ops)
 
 
-PARTS = ("craftax_step_64", "our_step_64", "reset_env")
+PARTS = ("craftax_step_64", "masked_step_64", "masked_all_64", "our_step_64", "reset_env")
 
 
 def floor(game: str, parts: tuple[str, ...] = PARTS) -> dict:
@@ -54,15 +57,17 @@ def floor(game: str, parts: tuple[str, ...] = PARTS) -> dict:
     def actions(key):
         return jax.random.randint(key, (NUM_STEPS, NUM_ENVS), 0, ours.num_actions)
 
-    def craftax_steps(worlds, key):
-        def body(w, xs):
-            k, a = xs
-            _, w, r, d, _ = jax.vmap(env.step_env, in_axes=(0, 0, 0, None))(
-                jax.random.split(k, NUM_ENVS), w, a, params
-            )
-            return w, r.sum() + d.sum()
+    def steps_of(step_env):
+        def steps(worlds, key):
+            def body(w, xs):
+                k, a = xs
+                _, w, r, d, _ = jax.vmap(step_env)(jax.random.split(k, NUM_ENVS), w, a)
+                return w, r.sum() + d.sum()
 
-        return jax.lax.scan(body, worlds, (jax.random.split(key, NUM_STEPS), actions(key)))
+            keys = jax.random.split(key, NUM_STEPS)
+            return jax.lax.scan(body, worlds, (keys, actions(key)))
+
+        return steps
 
     def our_steps(states, key):
         def body(s, a):
@@ -77,7 +82,10 @@ def floor(game: str, parts: tuple[str, ...] = PARTS) -> dict:
     key = jax.random.PRNGKey(1)
     row = dict(game=game, backend=jax.default_backend(), device=jax.devices()[0].device_kind)
     programs = {
-        "craftax_step_64": (craftax_steps, worlds, key),
+        "craftax_step_64": (steps_of(ours._step_env), worlds, key),
+        # Craftax's step_env with its windows cut by masks, and with every indexed read so
+        "masked_step_64": (steps_of(masked_slices(ours._step_env, 2)), worlds, key),
+        "masked_all_64": (steps_of(masked_slices(ours._step_env)), worlds, key),
         "our_step_64": (our_steps, states, key),
         "reset_env": (new_worlds, keys),
     }

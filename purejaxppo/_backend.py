@@ -26,6 +26,10 @@ PRNG lowering (`_xla_cpu`)
 Craftax's restarts         pool world picked by an index          one select among the world and
 (`envs._craftax`)          (a gather), then a select              the pool's (a gather under vmap
                                                                   is slow on a TPU)
+Craftax's step             Craftax's own ``step_env``             the same with each dynamic
+(`envs._craftax`)                                                 slice cut by masks
+                                                                  (`envs._slices`; measured on a
+                                                                  TPU, not on a GPU)
 host callbacks of          every ~8,192 env steps per agent       every ~65,536 (the chip waits
 progress (`_progress`)     (`STEPS_PER_CALLBACK`)                 ~1.5 ms for each callback)
 float32 matrix products    float32, whatever the setting          ``cfg.matmul_precision``:

@@ -268,6 +268,41 @@ def test_craftax_restarts_alike_on_every_backend():
     np.testing.assert_array_equal(world.map[0], states.pool.map[0, 0])  # done: pool world 0
 
 
+@pytest.mark.slow  # Craftax's step compiles twice per game (~15 s Classic, ~60 s the full game)
+@needs_craftax
+@pytest.mark.parametrize("name", ["Craftax-Classic-Symbolic-v1", "Craftax-Symbolic-v1"])
+def test_craftax_masked_step_is_its_own(name):
+    """The accelerators' step (Craftax's ``step_env`` with its slices cut by masks,
+    `envs._slices`) gives Craftax's own, bit for bit, under vmap over envs, for steps from
+    fresh worlds with random actions: observations, worlds, rewards, endings, achievements."""
+    from purejaxppo.envs._slices import masked_slices
+
+    ours = make_env(PPOConfig(env=f"craftax/{name}"))
+    envs, steps = 6, 6
+
+    def run(step_env):
+        def go(key):
+            _, worlds = jax.vmap(ours.env.reset_env, (0, None))(
+                jax.random.split(key, envs), ours.params
+            )
+
+            def body(worlds, key):
+                act_key, step_key = jax.random.split(key)
+                actions = jax.random.randint(act_key, (envs,), 0, ours.num_actions)
+                out = jax.vmap(step_env)(jax.random.split(step_key, envs), worlds, actions)
+                return out[1], out
+
+            return jax.lax.scan(body, worlds, jax.random.split(key, steps))
+
+        return jax.jit(go)(jax.random.PRNGKey(3))
+
+    own, masked = run(ours._step_env), run(masked_slices(ours._step_env))
+    for a, b in zip(jax.tree.leaves(own), jax.tree.leaves(masked), strict=True):
+        np.testing.assert_array_equal(a, b)
+    moved = np.asarray(own[0].player_position) != np.asarray(own[1][1].player_position[0])
+    assert moved.any()  # the players went somewhere: the windows were cut at new places
+
+
 # ---------------------------------------------------------------------- training -----------
 SMALL = dict(
     conv_channels=(), mlp_widths=(32,), num_envs=4, num_steps=16, minibatch_size=32,

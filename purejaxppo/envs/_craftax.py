@@ -15,6 +15,7 @@ import numpy as np
 from jaxtyping import Array, PRNGKeyArray
 
 from ._base import Env, ended_step, select_tree
+from ._slices import masked_slices
 
 PREFIX = "craftax/"
 #: The prefix of Craftax's achievement entries in a step's ``info`` (each 100 where unlocked
@@ -123,6 +124,10 @@ class CraftaxEnv(Env):
         obs = jnp.asarray(obs, jnp.float32)
         return jnp.moveaxis(obs, -1, 0) if self.image else obs
 
+    def _step_env(self, key: PRNGKeyArray, inner, action):
+        """Craftax's own ``step_env``: (obs, state, reward, done, info)."""
+        return self.env.step_env(key, inner, action, self.params)
+
     def _generate(self, key: PRNGKeyArray) -> tuple[Array, Any]:
         obs, world = self.env.reset_env(key, self.params)
         return self.encode(obs), world
@@ -138,8 +143,8 @@ class CraftaxEnv(Env):
     def step(self, state, action):
         key, step_key, pick_key = jax.random.split(state.key, 3)
         with jax.named_scope("craftax_step"):  # Craftax's own dynamics (a profile's phase)
-            obs, inner, reward, done, info = self.env.step_env(
-                step_key, state.inner, action, self.params
+            obs, inner, reward, done, info = _by_platform(
+                self._step_env, masked_slices(self._step_env), step_key, state.inner, action
             )
             stats = jnp.stack([info[k] for k in _achievements(info)]) / 100.0
             terminated = self.env.is_terminal(inner, self._endless)  # the time limit lifted
@@ -161,6 +166,17 @@ class CraftaxEnv(Env):
         obs, world = self._generate(world_key)
         pool = jax.tree.map(lambda p, w: p.at[j].set(w), state.pool, world)
         return state._replace(pool=pool, pool_obs=state.pool_obs.at[j].set(obs))
+
+
+def _by_platform(cpu, accelerator, *args):
+    """``cpu(*args)`` in a program lowered for the CPU, ``accelerator(*args)`` for others
+    (`jax.lax.platform_dependent`, as `purejaxppo._backend.by_platform`, which this layer may
+    not import). Where the CPU is the only backend, only ``cpu`` is traced: tracing Craftax's
+    step a second time, masked, adds ~1 s to each trace on a CPU, for a branch that is never
+    lowered there."""
+    if jax.default_backend() == "cpu":
+        return cpu(*args)
+    return jax.lax.platform_dependent(*args, cpu=cpu, default=accelerator)
 
 
 def _restart_gathered(state: CraftaxState, i, done, inner) -> tuple[Any, Array]:

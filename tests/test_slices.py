@@ -1,0 +1,107 @@
+"""`purejaxppo.envs._slices.masked_slices`: an env's dynamic slices cut by masks give the
+env's own values, bit for bit, and leave no gather under `vmap`."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from purejaxppo.envs._slices import masked_slices
+
+
+def window(grid, pos):
+    """A 3×4 window at ``pos`` (dynamic_slice clamps starts that run off the grid)."""
+    return jax.lax.dynamic_slice(grid, pos, (3, 4))
+
+
+def level(stack, i, pos):
+    """One level of a stack of maps, then one cell of it (``x[i]`` and ``x[r, c]``)."""
+    plane = stack[i]
+    return plane, plane[pos[0], pos[1]]
+
+
+def in_loops(grid, pos, flag):
+    """Slices inside a scan, a cond, a while loop and a nested jit."""
+
+    def body(p, _):
+        w = jax.jit(window)(grid, p)
+        return p + 1, w.max()  # (a sum's rounding would depend on how XLA fuses it)
+
+    _, sums = jax.lax.scan(body, pos, None, length=5)
+    picked = jax.lax.cond(flag, lambda: window(grid, pos), lambda: window(grid, -pos))
+    _, last = jax.lax.while_loop(
+        lambda c: c[0] < 3, lambda c: (c[0] + 1, window(grid, pos + c[0])), (0, picked)
+    )
+    return sums, picked, last
+
+
+def assert_same_bits(a, b):
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
+        assert x.dtype == y.dtype and x.shape == y.shape
+        np.testing.assert_array_equal(
+            np.asarray(x).view(np.uint8), np.asarray(y).view(np.uint8)
+        )  # the bytes: -0.0 and NaN too
+
+
+def cases():
+    """Grids of each dtype, with starts inside, at the edges and off both ends."""
+    rng = np.random.default_rng(0)
+    ints = rng.integers(-50, 50, (10, 12), dtype=np.int32)
+    floats = rng.normal(size=(10, 12)).astype(np.float32)
+    floats[2, 3], floats[4, 5], floats[6, 7] = -0.0, np.inf, np.nan
+    bools = rng.random((10, 12)) < 0.5
+    pos = np.array([[0, 0], [7, 8], [3, 5], [-4, 2], [20, -3], [9, 11]], np.int32)
+    return [jnp.asarray(g) for g in (ints, floats, bools)], jnp.asarray(pos)
+
+
+@pytest.mark.parametrize("dtype_at", [0, 1, 2], ids=["int32", "float32", "bool"])
+def test_windows_as_the_env_cuts_them(dtype_at):
+    grids, pos = cases()
+    grid = grids[dtype_at]
+    ours = jax.jit(jax.vmap(masked_slices(window), (None, 0)))(grid, pos)
+    own = jax.jit(jax.vmap(window, (None, 0)))(grid, pos)
+    assert_same_bits(ours, own)
+    # and the windows themselves, read one by one: `lax.dynamic_slice` counts a negative
+    # start from the end, then clamps the window onto the grid
+    for p, w in zip(np.asarray(pos), np.asarray(ours), strict=True):
+        p = np.where(p < 0, p + np.array([10, 12]), p)
+        r, c = np.clip(p[0], 0, 10 - 3), np.clip(p[1], 0, 12 - 4)
+        np.testing.assert_array_equal(w, np.asarray(grid)[r : r + 3, c : c + 4])
+
+
+def test_levels_cells_and_loops_alike():
+    grids, pos = cases()
+    stack = jnp.stack([grids[0], grids[0] * 2, -grids[0]])
+    i = jnp.array([0, 2, 1, 5, -1, 2])  # 5 and -1: a level past each end (clamped)
+    args = (stack, i, pos)
+    assert_same_bits(
+        jax.jit(jax.vmap(masked_slices(level), (None, 0, 0)))(*args),
+        jax.jit(jax.vmap(level, (None, 0, 0)))(*args),
+    )
+    flags = jnp.array([True, False, True, False, True, False])
+    for grid in grids:
+        args = (grid, pos, flags)
+        ours = jax.jit(jax.vmap(masked_slices(in_loops), (None, 0, 0)))(*args)
+        assert_same_bits(ours, jax.jit(jax.vmap(in_loops, (None, 0, 0)))(*args))
+
+
+def test_no_gather_left_under_vmap():
+    """The point of it: the env's own program gathers, the masked one does not."""
+    grids, pos = cases()
+    stack = jnp.stack([grids[0]] * 3)
+    for fn, args, axes in (
+        (window, (grids[0], pos), (None, 0)),
+        (level, (stack, pos[:, 0], pos), (None, 0, 0)),
+        (in_loops, (grids[1], pos, pos[:, 0] > 0), (None, 0, 0)),
+    ):
+        assert "gather" in str(jax.make_jaxpr(jax.vmap(fn, axes))(*args))
+        assert "gather" not in str(jax.make_jaxpr(jax.vmap(masked_slices(fn), axes))(*args))
+
+
+def test_a_slice_of_at_least_min_elements():
+    """``min_elements=2`` leaves the single cells to the env's own indexed read."""
+    grids, pos = cases()
+    stack = jnp.stack([grids[0]] * 3)
+    masked = jax.vmap(masked_slices(level, 2), (None, 0, 0))
+    jaxpr = str(jax.make_jaxpr(masked)(stack, pos[:, 0], pos))
+    assert jaxpr.count("gather") == 1  # the cell, not the 10×12 level
