@@ -190,7 +190,7 @@ def _restart_selected(state: CraftaxState, i, done, inner) -> tuple[Any, Array]:
     """Accelerators: the same values as `_restart_gathered`, as one elementwise select among
     ``inner`` and the pool's worlds. Under `vmap` an index per env is a gather, which cost a
     TPU 48.6 ms of a 570 ms update at Craftax's baseline config, the select 5.5 ms
-    (docs/benchmarks.md, "Craftax on a TPU"); a CPU reads less with the gather."""
+    (docs/experiments/craftax-tpu.md); a CPU reads less with the gather."""
     which = jnp.where(done, i + 1, 0)
     pick = lambda now, pool: jax.lax.select_n(which, now, *pool)  # noqa: E731
     return jax.tree.map(pick, inner, state.pool), jax.lax.select_n(i, *state.pool_obs)
