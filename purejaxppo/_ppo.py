@@ -492,7 +492,7 @@ def learn(
                 with jax.named_scope("gather"):
                     # Sliced where it lies: scanning over a (minibatches, size, words) reshape
                     # makes vmap move the agents' axis behind the scanned one, a copy of every
-                    # row per epoch (docs/benchmarks.md, "On a TPU").
+                    # row per epoch (docs/experiments/tpu-figures.md, "Minibatches sliced").
                     mb_words = jax.lax.dynamic_slice_in_dim(shuffled, i * size, size)
                     *fields, mb_hidden = unpack_rows(mb_words, layout)
                     fields = jax.tree.map(lambda x: jnp.moveaxis(x, 0, axis), tuple(fields))

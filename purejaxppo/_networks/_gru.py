@@ -159,7 +159,7 @@ class GRUActorCritic(AbstractRecurrentActorCritic):
 
 #: GRU steps per loop iteration of `GRUActorCritic.unroll` (the loss's sequences). A speed
 #: choice, the same values to float rounding: fewer, larger loop iterations for the CPU's and
-#: the TPU's per-iteration cost (figures: docs/experiments/craftax-ablation.md, tenth session).
+#: the TPU's per-iteration cost (docs/experiments/craftax-ablation.md, 2026-12-07, c443985).
 GRU_UNROLL = 2
 
 
