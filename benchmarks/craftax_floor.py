@@ -8,7 +8,8 @@ Craftax's ``step_env`` (random actions, no resets) over 1,024 envs; the same sca
 `CraftaxEnv.step` (its pool's resets included); one ``reset_env`` (a new world) for each of
 the 1,024 envs; and each program's instruction count. ``masked_step_64`` and
 ``masked_all_64`` are Craftax's step with its slices of more than one element, or all its
-slices, cut by masks (`purejaxppo.envs._slices`). What a trainer's update at this
+slices, cut by masks (`purejaxppo.envs._slices`); ``masked_points_64`` masks its gathers and
+scatters at one index as well. What a trainer's update at this
 config cannot beat: its rollout steps every env 64 times (docs/benchmarks.md, "Craftax").
 """
 
@@ -44,7 +45,10 @@ def timed(fn, *args, repeats: int = 3) -> dict:
     return dict(compile_s=round(compile_s, 2), ms=round(1e3 * best, 2), hlo_ops=ops)
 
 
-PARTS = ("craftax_step_64", "masked_step_64", "masked_all_64", "our_step_64", "reset_env")
+PARTS = (
+    "craftax_step_64", "masked_step_64", "masked_all_64", "masked_points_64", "our_step_64",
+    "reset_env",
+)  # fmt: skip
 
 
 def floor(game: str, parts: tuple[str, ...] = PARTS) -> dict:
@@ -86,6 +90,8 @@ def floor(game: str, parts: tuple[str, ...] = PARTS) -> dict:
         # Craftax's step_env with its windows cut by masks, and with every indexed read so
         "masked_step_64": (steps_of(masked_slices(ours._step_env, 2)), worlds, key),
         "masked_all_64": (steps_of(masked_slices(ours._step_env)), worlds, key),
+        # ... and its gathers and scatters at one index too (not yet in the trainer)
+        "masked_points_64": (steps_of(masked_slices(ours._step_env, points=True)), worlds, key),
         "our_step_64": (our_steps, states, key),
         "reset_env": (new_worlds, keys),
     }

@@ -105,3 +105,52 @@ def test_a_slice_of_at_least_min_elements():
     masked = jax.vmap(masked_slices(level, 2), (None, 0, 0))
     jaxpr = str(jax.make_jaxpr(masked)(stack, pos[:, 0], pos))
     assert jaxpr.count("gather") == 1  # the cell, not the 10×12 level
+
+
+def reads(x, i, j):
+    """Reads at one index: a point and a row, each of jax's index modes."""
+    return (
+        x[i, j],
+        x[i],
+        jnp.take(x, i, axis=0, mode="clip"),
+        jnp.take(x, i, axis=0, mode="fill", fill_value=7),
+        x.at[i, j].get(mode="promise_in_bounds"),
+        x.at[i].get(mode="fill"),  # the dtype's default fill where i is outside
+    )
+
+
+def writes(x, i, j, v):
+    """Writes at one index (a point, a row), each combination and mode."""
+    return (
+        x.at[i, j].set(v),
+        x.at[i].set(jnp.full(x.shape[1:], v)),
+        x.at[i, j].add(v),
+        x.at[i, j].mul(v),
+        x.at[i, j].min(v),
+        x.at[i].max(v),
+        x.at[i, j].set(v, mode="clip"),
+        x.at[i, j].set(v, mode="drop"),
+    )
+
+
+@pytest.mark.parametrize("dtype_at", [0, 1, 2], ids=["int32", "float32", "bool"])
+def test_points_read_and_written_as_the_env_does(dtype_at):
+    """``points=True``: a gather or scatter at one index (in bounds, past either end, and
+    negative, which jnp counts from the end) gives the env's own values, with no gather
+    or scatter left under `vmap`."""
+    grids, pos = cases()
+    grid = grids[dtype_at]
+    i = jnp.array([0, 9, 3, -4, 20, -30], jnp.int32)
+    j = pos[:, 1]
+    v = grid[1, 1:7] if grid.dtype != jnp.bool_ else jnp.array([True, False] * 3)
+    for fn, args, axes in (
+        (reads, (grid, i, j), (None, 0, 0)),
+        (writes, (grid, i, j, v), (None, 0, 0, 0)),
+    ):
+        if grid.dtype == jnp.bool_ and fn is writes:
+            args = (grid, i, j, v)
+            fn = lambda x, i, j, v: (x.at[i, j].set(v), x.at[i].set(v), x.at[i, j].max(v))  # noqa: E731
+        masked = jax.vmap(masked_slices(fn, points=True), axes)
+        assert_same_bits(jax.jit(masked)(*args), jax.jit(jax.vmap(fn, axes))(*args))
+        jaxpr = str(jax.make_jaxpr(masked)(*args))
+        assert "gather" not in jaxpr and "scatter" not in jaxpr

@@ -6,6 +6,9 @@
   `GymnaxEnv` (`GYMNAX_ENVS`), and the `TimeInput` wrapper.
 * `OwnEnv`: your own environment where a config names one (an object: a gymnax-style env,
   ``(env, params)`` or an `Env`; or an import path ``"package.module:attr"``).
+* `masked_slices(step)`: an env's step with its per-env indexed reads (dynamic slices; with
+  ``points=True`` also gathers and scatters at one index) as masks, the same values: what a
+  TPU runs fast under `vmap` (Craftax's step uses it there).
 * `make_env(cfg)` builds what a config names (any object with the `EnvOptions` fields);
   `check_env` checks every env option; `SUPPORTED_ENVS` lists the tested names.
 
@@ -36,6 +39,7 @@ from ._registry import check_env as check_env
 from ._registry import describe_env as describe_env
 from ._registry import make_env as make_env
 from ._registry import why_not_drawn as why_not_drawn
+from ._slices import masked_slices as masked_slices
 from ._wrappers import TimeInput as TimeInput
 
 # Jumanji makes JAX arrays when it is imported, which starts JAX's backends, after which

@@ -31,20 +31,35 @@ from jax import lax
 from jax.extend.core import ClosedJaxpr, Jaxpr, Literal
 
 
-def masked_slices(fn: Callable[..., Any], min_elements: int = 1) -> Callable[..., Any]:
+def masked_slices(
+    fn: Callable[..., Any], min_elements: int = 1, points: bool = False
+) -> Callable[..., Any]:
     """``fn`` (a pure function of arrays) with every dynamic slice of at least
     ``min_elements`` elements taken by masks; the same results, bit for bit (module
-    docstring). A slice at a constant start is left alone: under `vmap` it is no gather."""
+    docstring). A slice at a constant start is left alone: under `vmap` it is no gather.
 
-    def wanted(eqn) -> bool:
-        starts = eqn.invars[1:]
-        return math.prod(eqn.params["slice_sizes"]) >= min_elements and not all(
-            isinstance(s, Literal) for s in starts
-        )
+    ``points``: also each gather and scatter at one index (``x[i]`` with an index array,
+    ``x.at[i, j].set(v)`` and its ``add``/``mul``/``min``/``max``), as a masked read or a
+    select; other gathers and scatters are left as they are. Not yet measured on a chip,
+    so no env uses it (docs/experiments/craftax-tpu.md)."""
+
+    def rule(eqn, ins: list):
+        name, p = eqn.primitive.name, eqn.params
+        if name == "dynamic_slice":
+            starts = eqn.invars[1:]
+            if math.prod(p["slice_sizes"]) >= min_elements and not all(
+                isinstance(s, Literal) for s in starts
+            ):
+                return _masked_slice(*ins, slice_sizes=p["slice_sizes"])
+        elif points and name == "gather":
+            return _masked_gather(eqn, *ins)
+        elif points and name in _COMBINE:
+            return _masked_scatter(eqn, *ins)
+        return None
 
     def rewritten(*args):
         closed, shapes = jax.make_jaxpr(fn, return_shape=True)(*args)
-        out = _eval(wanted, closed.jaxpr, closed.consts, *jax.tree.leaves(args))
+        out = _eval(rule, closed.jaxpr, closed.consts, *jax.tree.leaves(args))
         return jax.tree.unflatten(jax.tree.structure(shapes), out)
 
     return rewritten
@@ -64,15 +79,107 @@ def _masked_slice(x, *starts, slice_sizes):
         if x.dtype == jnp.bool_:
             cut = jnp.any(pick & moved, axis=-1)
         else:
-            lowest = -np.inf if jnp.issubdtype(x.dtype, jnp.floating) else jnp.iinfo(x.dtype).min
-            cut = jnp.max(jnp.where(pick, moved, jnp.asarray(lowest, x.dtype)), axis=-1)
+            cut = jnp.max(jnp.where(pick, moved, _lowest(x.dtype)), axis=-1)
         x = jnp.moveaxis(cut, -1, axis)
     return x
 
 
-def _eval(wanted: Callable[[Any], bool], jaxpr: Jaxpr, consts, *args) -> list:
-    """Evaluate ``jaxpr`` equation by equation, masking the wanted slices, into loops,
-    branches and calls too."""
+def _lowest(dtype) -> Any:
+    """The value no element is below: what a masked max reads where the mask is off."""
+    if jnp.issubdtype(dtype, jnp.floating):
+        return jnp.asarray(-np.inf, dtype)
+    return jnp.asarray(jnp.iinfo(dtype).min, dtype)
+
+
+def _at(index, x):
+    """True at ``x[index[0], ..., index[k-1]]`` (its first ``k`` axes), broadcastable to
+    ``x``; nowhere for an index outside ``x``."""
+    k = index.shape[0]
+    mask = jnp.ones(x.shape[:k], bool)
+    for d in range(k):
+        at = jnp.arange(x.shape[d], dtype=index.dtype) == index[d]
+        mask = mask & at.reshape((1,) * d + (-1,) + (1,) * (k - d - 1))
+    return mask.reshape(mask.shape + (1,) * (x.ndim - k))
+
+
+def _pick(x, index):
+    """``x[index[0], ..., index[k-1]]`` (the rest of its axes whole) by a masked reduction
+    over the first ``k`` axes; the dtype's lowest value (False) where no index matches."""
+    mask, axes = _at(index, x), tuple(range(index.shape[0]))
+    if x.dtype == jnp.bool_:
+        return jnp.any(mask & x, axis=axes)
+    return jnp.max(jnp.where(mask, x, _lowest(x.dtype)), axis=axes)
+
+
+def _one_index(index, k: int) -> bool:
+    """Whether a gather's or scatter's indices hold one index vector of length ``k``."""
+    return index.ndim >= 1 and index.shape[-1] == k and math.prod(index.shape[:-1]) == 1
+
+
+def _masked_gather(eqn, x, index):
+    """A gather at one index of the first axes, the rest whole (``x[i]``, ``x[i, j]``), by
+    `_pick`; None for any other gather (left to XLA)."""
+    p = eqn.params
+    dn, sizes, mode = p["dimension_numbers"], tuple(p["slice_sizes"]), p["mode"]
+    k = len(dn.start_index_map)
+    x, index = jnp.asarray(x), jnp.asarray(index)  # (a literal operand: a Python value)
+    fill = mode == lax.GatherScatterMode.FILL_OR_DROP
+    if (
+        not _one_index(index, k)
+        or tuple(dn.start_index_map) != tuple(range(k))
+        or tuple(getattr(dn, "operand_batching_dims", ()))
+        or sizes != (1,) * k + tuple(x.shape[k:])
+        or (fill and p["fill_value"] is None)
+    ):
+        return None
+    index = index.reshape(k)
+    bounds = jnp.asarray(x.shape[:k], index.dtype) - 1
+    if not fill:  # CLIP or PROMISE_IN_BOUNDS: the index clamped onto the operand
+        index = jnp.clip(index, 0, bounds)
+    out = _pick(x, index).reshape(eqn.outvars[0].aval.shape)
+    if fill:
+        outside = jnp.any((index < 0) | (index > bounds))
+        out = jnp.where(outside, jnp.asarray(p["fill_value"], x.dtype), out)
+    return out
+
+
+#: A scatter's combination of the old value with the update, by primitive.
+_COMBINE = {
+    "scatter": lambda old, new: new,
+    "scatter-add": lax.add,
+    "scatter-mul": lax.mul,
+    "scatter-min": lax.min,
+    "scatter-max": lax.max,
+}
+
+
+def _masked_scatter(eqn, x, index, update):
+    """A scatter at one index of the first axes, the rest whole (``x.at[i, j].set(v)``), as
+    a select of the combined value there; None for any other scatter (left to XLA)."""
+    p = eqn.params
+    dn, mode = p["dimension_numbers"], p["mode"]
+    k = len(dn.scatter_dims_to_operand_dims)
+    x, index = jnp.asarray(x), jnp.asarray(index)  # (a literal operand: a Python value)
+    update = jnp.asarray(update, x.dtype)
+    if (
+        index.ndim != 1
+        or index.shape[0] != k
+        or tuple(dn.scatter_dims_to_operand_dims) != tuple(range(k))
+        or tuple(dn.inserted_window_dims) != tuple(range(k))
+        or tuple(dn.update_window_dims) != tuple(range(x.ndim - k))
+        or tuple(getattr(dn, "operand_batching_dims", ()))
+        or tuple(update.shape) != tuple(x.shape[k:])
+    ):
+        return None
+    if mode != lax.GatherScatterMode.FILL_OR_DROP:  # CLIP or PROMISE_IN_BOUNDS
+        index = jnp.clip(index, 0, jnp.asarray(x.shape[:k], index.dtype) - 1)
+    new = _COMBINE[eqn.primitive.name](x, jnp.broadcast_to(update, x.shape))
+    return jnp.where(_at(index, x), new, x)  # outside x (FILL_OR_DROP): the update dropped
+
+
+def _eval(rule: Callable[..., Any], jaxpr: Jaxpr, consts, *args) -> list:
+    """Evaluate ``jaxpr`` equation by equation, ``rule``'s value where it has one (else the
+    equation's own), into loops, branches and calls too."""
     env: dict = {}
 
     def read(v):
@@ -82,21 +189,22 @@ def _eval(wanted: Callable[[Any], bool], jaxpr: Jaxpr, consts, *args) -> list:
     env.update(zip(jaxpr.invars, args, strict=True))
     for eqn in jaxpr.eqns:
         ins = [read(v) for v in eqn.invars]
-        outs = _apply(wanted, eqn, ins)
+        outs = _apply(rule, eqn, ins)
         if not eqn.primitive.multiple_results:
             outs = [outs]
         env.update(zip(eqn.outvars, outs, strict=True))
     return [read(v) for v in jaxpr.outvars]
 
 
-def _apply(wanted: Callable[[Any], bool], eqn, ins: list):
+def _apply(rule: Callable[..., Any], eqn, ins: list):
     name, p = eqn.primitive.name, eqn.params
 
     def run(closed: ClosedJaxpr) -> Callable[..., list]:
-        return lambda *a: _eval(wanted, closed.jaxpr, closed.consts, *a)
+        return lambda *a: _eval(rule, closed.jaxpr, closed.consts, *a)
 
-    if name == "dynamic_slice" and wanted(eqn):
-        return _masked_slice(*ins, slice_sizes=p["slice_sizes"])
+    out = rule(eqn, ins)
+    if out is not None:
+        return out
     if name in ("jit", "pjit", "closed_call", "core_call"):
         return run(p["jaxpr"] if "jaxpr" in p else p["call_jaxpr"])(*ins)
     if name in ("custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr"):
