@@ -154,3 +154,14 @@ def test_points_read_and_written_as_the_env_does(dtype_at):
         assert_same_bits(jax.jit(masked)(*args), jax.jit(jax.vmap(fn, axes))(*args))
         jaxpr = str(jax.make_jaxpr(masked)(*args))
         assert "gather" not in jaxpr and "scatter" not in jaxpr
+
+
+def test_by_platform_each_program_holds_its_own_reads():
+    """``by_platform=True``: one trace, each read picked when lowered: the env's own
+    indexed read (a gather under `vmap`) in a CPU program, the masks in a TPU program."""
+    grids, pos = cases()
+    chosen = jax.jit(jax.vmap(masked_slices(window, by_platform=True), (None, 0)))
+    assert_same_bits(chosen(grids[0], pos), jax.jit(jax.vmap(window, (None, 0)))(grids[0], pos))
+    for platform, gathers in (("cpu", True), ("tpu", False)):
+        text = jax.export.export(chosen, platforms=(platform,))(grids[0], pos).mlir_module()
+        assert ("stablehlo.gather" in text) == gathers, platform

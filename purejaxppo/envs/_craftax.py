@@ -7,6 +7,7 @@ lava and the final boss, which are terminations.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, NamedTuple
 
 import jax
@@ -128,6 +129,12 @@ class CraftaxEnv(Env):
         """Craftax's own ``step_env``: (obs, state, reward, done, info)."""
         return self.env.step_env(key, inner, action, self.params)
 
+    @functools.cached_property
+    def _masked_step(self):
+        """`_step_env` with its dynamic slices read through masks (`masked_slices`), built
+        once per env: each trace of the step after the first reuses Craftax's program."""
+        return masked_slices(self._step_env)
+
     def _generate(self, key: PRNGKeyArray) -> tuple[Array, Any]:
         obs, world = self.env.reset_env(key, self.params)
         return self.encode(obs), world
@@ -143,9 +150,17 @@ class CraftaxEnv(Env):
     def step(self, state, action):
         key, step_key, pick_key = jax.random.split(state.key, 3)
         with jax.named_scope("craftax_step"):  # Craftax's own dynamics (a profile's phase)
-            obs, inner, reward, done, info = _by_platform(
-                self._step_env, masked_slices(self._step_env), step_key, state.inner, action
-            )
+            # Each platform's own program (as `purejaxppo._backend.by_platform` picks):
+            # accelerators read Craftax's map through masks, the same values. Where the
+            # CPU is the only backend only its own is traced: the rewrite would add ~3 s
+            # to each CPU compile, for a branch never lowered there.
+            if jax.default_backend() == "cpu":
+                out = self._step_env(step_key, state.inner, action)
+            else:
+                out = jax.lax.platform_dependent(
+                    step_key, state.inner, action, cpu=self._step_env, default=self._masked_step
+                )
+            obs, inner, reward, done, info = out
             stats = jnp.stack([info[k] for k in _achievements(info)]) / 100.0
             terminated = self.env.is_terminal(inner, self._endless)  # the time limit lifted
         with jax.named_scope("auto_reset"):
@@ -166,17 +181,6 @@ class CraftaxEnv(Env):
         obs, world = self._generate(world_key)
         pool = jax.tree.map(lambda p, w: p.at[j].set(w), state.pool, world)
         return state._replace(pool=pool, pool_obs=state.pool_obs.at[j].set(obs))
-
-
-def _by_platform(cpu, accelerator, *args):
-    """``cpu(*args)`` in a program lowered for the CPU, ``accelerator(*args)`` for others
-    (`jax.lax.platform_dependent`, as `purejaxppo._backend.by_platform`, which this layer may
-    not import). Where the CPU is the only backend, only ``cpu`` is traced: tracing Craftax's
-    step a second time, masked, adds ~1 s to each trace on a CPU, for a branch that is never
-    lowered there."""
-    if jax.default_backend() == "cpu":
-        return cpu(*args)
-    return jax.lax.platform_dependent(*args, cpu=cpu, default=accelerator)
 
 
 def _restart_gathered(state: CraftaxState, i, done, inner) -> tuple[Any, Array]:

@@ -20,6 +20,7 @@ This rewrites the env's traced program, not its source: the env's code is its ow
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -32,7 +33,10 @@ from jax.extend.core import ClosedJaxpr, Jaxpr, Literal
 
 
 def masked_slices(
-    fn: Callable[..., Any], min_elements: int = 1, points: bool = False
+    fn: Callable[..., Any],
+    min_elements: int = 1,
+    points: bool = False,
+    by_platform: bool = False,
 ) -> Callable[..., Any]:
     """``fn`` (a pure function of arrays) with every dynamic slice of at least
     ``min_elements`` elements taken by masks; the same results, bit for bit (module
@@ -41,26 +45,37 @@ def masked_slices(
     ``points``: also each gather and scatter at one index (``x[i]`` with an index array,
     ``x.at[i, j].set(v)`` and its ``add``/``mul``/``min``/``max``), as a masked read or a
     select; other gathers and scatters are left as they are. Not yet measured on a chip,
-    so no env uses it (docs/experiments/craftax-tpu.md)."""
+    so no env uses it (docs/experiments/craftax-tpu.md).
+
+    ``by_platform``: each masked read is picked when the program is lowered
+    (`jax.lax.platform_dependent`): the env's own indexed read on a CPU, which reads less,
+    the masks elsewhere. One trace then serves every platform, where a choice between
+    ``fn`` and its rewrite would trace and batch ``fn`` twice."""
 
     def rule(eqn, ins: list):
-        name, p = eqn.primitive.name, eqn.params
-        if name == "dynamic_slice":
-            starts = eqn.invars[1:]
-            if math.prod(p["slice_sizes"]) >= min_elements and not all(
-                isinstance(s, Literal) for s in starts
-            ):
-                return _masked_slice(*ins, slice_sizes=p["slice_sizes"])
-        elif points and name == "gather":
-            return _masked_gather(eqn, *ins)
-        elif points and name in _COMBINE:
-            return _masked_scatter(eqn, *ins)
-        return None
+        how = _how(eqn, min_elements, points)
+        if how is None:
+            return None
+        if not by_platform:
+            return how(*ins)
+        own = functools.partial(eqn.primitive.bind, **eqn.params)
+        return lax.platform_dependent(*map(jnp.asarray, ins), cpu=own, default=how)
+
+    traced: dict = {}  # fn's program by the arguments' structure and types
 
     def rewritten(*args):
-        closed, shapes = jax.make_jaxpr(fn, return_shape=True)(*args)
-        out = _eval(rule, closed.jaxpr, closed.consts, *jax.tree.leaves(args))
-        return jax.tree.unflatten(jax.tree.structure(shapes), out)
+        leaves, tree = jax.tree.flatten(args)
+        key = (tree, tuple(jax.typeof(x) for x in leaves))
+        if key in traced:
+            closed, out_tree = traced[key]
+        else:
+            closed, shapes = jax.make_jaxpr(fn, return_shape=True)(*args)
+            out_tree = jax.tree.structure(shapes)
+            # Traced once per type (a second trace under `vmap` or `jit` then costs half as
+            # much); not when ``fn`` closes over an outer trace's values.
+            if not any(isinstance(c, jax.core.Tracer) for c in closed.consts):
+                traced[key] = closed, out_tree
+        return jax.tree.unflatten(out_tree, _eval(rule, closed.jaxpr, closed.consts, *leaves))
 
     return rewritten
 
@@ -111,36 +126,51 @@ def _pick(x, index):
     return jnp.max(jnp.where(mask, x, _lowest(x.dtype)), axis=axes)
 
 
-def _one_index(index, k: int) -> bool:
-    """Whether a gather's or scatter's indices hold one index vector of length ``k``."""
-    return index.ndim >= 1 and index.shape[-1] == k and math.prod(index.shape[:-1]) == 1
+def _how(eqn, min_elements: int, points: bool) -> Callable[..., Any] | None:
+    """The masked form of ``eqn`` (a function of its inputs), or None to keep it."""
+    name, p = eqn.primitive.name, eqn.params
+    if name == "dynamic_slice":
+        starts = eqn.invars[1:]
+        if math.prod(p["slice_sizes"]) >= min_elements and not all(
+            isinstance(s, Literal) for s in starts
+        ):
+            return functools.partial(_masked_slice, slice_sizes=p["slice_sizes"])
+    elif points and name == "gather":
+        return _gather_how(eqn)
+    elif points and name in _COMBINE:
+        return _scatter_how(eqn)
+    return None
 
 
-def _masked_gather(eqn, x, index):
+def _gather_how(eqn) -> Callable[..., Any] | None:
     """A gather at one index of the first axes, the rest whole (``x[i]``, ``x[i, j]``), by
     `_pick`; None for any other gather (left to XLA)."""
     p = eqn.params
+    x, index = (v.aval for v in eqn.invars)
     dn, sizes, mode = p["dimension_numbers"], tuple(p["slice_sizes"]), p["mode"]
     k = len(dn.start_index_map)
-    x, index = jnp.asarray(x), jnp.asarray(index)  # (a literal operand: a Python value)
     fill = mode == lax.GatherScatterMode.FILL_OR_DROP
     if (
-        not _one_index(index, k)
+        not (index.ndim >= 1 and index.shape[-1] == k and math.prod(index.shape[:-1]) == 1)
         or tuple(dn.start_index_map) != tuple(range(k))
         or tuple(getattr(dn, "operand_batching_dims", ()))
         or sizes != (1,) * k + tuple(x.shape[k:])
         or (fill and p["fill_value"] is None)
     ):
         return None
-    index = index.reshape(k)
-    bounds = jnp.asarray(x.shape[:k], index.dtype) - 1
-    if not fill:  # CLIP or PROMISE_IN_BOUNDS: the index clamped onto the operand
-        index = jnp.clip(index, 0, bounds)
-    out = _pick(x, index).reshape(eqn.outvars[0].aval.shape)
-    if fill:
-        outside = jnp.any((index < 0) | (index > bounds))
-        out = jnp.where(outside, jnp.asarray(p["fill_value"], x.dtype), out)
-    return out
+
+    def gather(x, index):
+        x, index = jnp.asarray(x), jnp.asarray(index).reshape(k)  # (a literal: a Python value)
+        bounds = jnp.asarray(x.shape[:k], index.dtype) - 1
+        if not fill:  # CLIP or PROMISE_IN_BOUNDS: the index clamped onto the operand
+            index = jnp.clip(index, 0, bounds)
+        out = _pick(x, index).reshape(eqn.outvars[0].aval.shape)
+        if fill:
+            outside = jnp.any((index < 0) | (index > bounds))
+            out = jnp.where(outside, jnp.asarray(p["fill_value"], x.dtype), out)
+        return out
+
+    return gather
 
 
 #: A scatter's combination of the old value with the update, by primitive.
@@ -153,17 +183,15 @@ _COMBINE = {
 }
 
 
-def _masked_scatter(eqn, x, index, update):
+def _scatter_how(eqn) -> Callable[..., Any] | None:
     """A scatter at one index of the first axes, the rest whole (``x.at[i, j].set(v)``), as
     a select of the combined value there; None for any other scatter (left to XLA)."""
     p = eqn.params
+    x, index, update = (v.aval for v in eqn.invars)
     dn, mode = p["dimension_numbers"], p["mode"]
     k = len(dn.scatter_dims_to_operand_dims)
-    x, index = jnp.asarray(x), jnp.asarray(index)  # (a literal operand: a Python value)
-    update = jnp.asarray(update, x.dtype)
     if (
-        index.ndim != 1
-        or index.shape[0] != k
+        index.shape != (k,)
         or tuple(dn.scatter_dims_to_operand_dims) != tuple(range(k))
         or tuple(dn.inserted_window_dims) != tuple(range(k))
         or tuple(dn.update_window_dims) != tuple(range(x.ndim - k))
@@ -171,10 +199,16 @@ def _masked_scatter(eqn, x, index, update):
         or tuple(update.shape) != tuple(x.shape[k:])
     ):
         return None
-    if mode != lax.GatherScatterMode.FILL_OR_DROP:  # CLIP or PROMISE_IN_BOUNDS
-        index = jnp.clip(index, 0, jnp.asarray(x.shape[:k], index.dtype) - 1)
-    new = _COMBINE[eqn.primitive.name](x, jnp.broadcast_to(update, x.shape))
-    return jnp.where(_at(index, x), new, x)  # outside x (FILL_OR_DROP): the update dropped
+    combine = _COMBINE[eqn.primitive.name]
+
+    def scatter(x, index, update):
+        x, index = jnp.asarray(x), jnp.asarray(index)  # (a literal: a Python value)
+        if mode != lax.GatherScatterMode.FILL_OR_DROP:  # CLIP or PROMISE_IN_BOUNDS
+            index = jnp.clip(index, 0, jnp.asarray(x.shape[:k], index.dtype) - 1)
+        new = combine(x, jnp.broadcast_to(jnp.asarray(update, x.dtype), x.shape))
+        return jnp.where(_at(index, x), new, x)  # outside x (FILL_OR_DROP): dropped
+
+    return scatter
 
 
 def _eval(rule: Callable[..., Any], jaxpr: Jaxpr, consts, *args) -> list:
