@@ -280,8 +280,9 @@ def test_craftax_restarts_alike_on_every_backend():
 )
 def test_craftax_masked_step_is_its_own(name, points):
     """The accelerators' step (Craftax's ``step_env`` with its slices cut by masks,
-    `envs._slices`) gives Craftax's own, bit for bit, under vmap over envs, for steps from
-    fresh worlds with random actions: observations, worlds, rewards, endings, achievements."""
+    `envs._slices`) gives Craftax's own under vmap over envs, for steps from fresh worlds
+    with random actions: observations, worlds, rewards, endings, achievements, every integer
+    equal (on this machine every float was too; across CPUs, a stated tolerance)."""
     from purejaxppo.envs._slices import masked_slices
 
     ours = make_env(PPOConfig(env=f"craftax/{name}"))
@@ -305,7 +306,10 @@ def test_craftax_masked_step_is_its_own(name, points):
 
     own, masked = run(ours._step_env), run(masked_slices(ours._step_env, points=points))
     for a, b in zip(jax.tree.leaves(own), jax.tree.leaves(masked), strict=True):
-        np.testing.assert_array_equal(a, b)
+        if jnp.issubdtype(a.dtype, jnp.floating):  # two programs: XLA may fuse them apart
+            np.testing.assert_allclose(a, b, rtol=ULP_ATOL, atol=ULP_ATOL)
+        else:  # the map, positions, inventories, endings: read and written alike
+            np.testing.assert_array_equal(a, b)
     moved = np.asarray(own[0].player_position) != np.asarray(own[1][1].player_position[0])
     assert moved.any()  # the players went somewhere: the windows were cut at new places
 
