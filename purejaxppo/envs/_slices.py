@@ -232,43 +232,25 @@ def _eval(rule: Callable[..., Any], jaxpr: Jaxpr, consts, *args) -> list:
 
 def _apply(rule: Callable[..., Any], eqn, ins: list):
     name, p = eqn.primitive.name, eqn.params
-
-    def run(closed: ClosedJaxpr) -> Callable[..., list]:
-        return lambda *a: _eval(rule, closed.jaxpr, closed.consts, *a)
-
     out = rule(eqn, ins)
     if out is not None:
         return out
-    if name in ("jit", "pjit", "closed_call", "core_call"):
-        return run(p["jaxpr"] if "jaxpr" in p else p["call_jaxpr"])(*ins)
-    if name in ("custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr"):
-        return run(p["call_jaxpr"] if "call_jaxpr" in p else p["fun_jaxpr"])(*ins)
-    if name == "cond":
-        return lax.switch(ins[0], [run(b) for b in p["branches"]], *ins[1:])
-    if name == "scan":
-        return _scan(run(p["jaxpr"]), p, ins)
-    if name == "while":
-        return _while(run(p["cond_jaxpr"]), run(p["body_jaxpr"]), p, ins)
+    if name in ("jit", "pjit", "closed_call", "core_call", "custom_jvp_call", "custom_vjp_call"):
+        # a call: inlined (an env's step is never differentiated: a custom rule is unused)
+        closed = next(p[k] for k in ("jaxpr", "call_jaxpr", "fun_jaxpr") if k in p)
+        return _eval(rule, closed.jaxpr, closed.consts, *ins)
+    if name in ("scan", "while", "cond"):  # the same loop or branch, its programs rewritten
+        return eqn.primitive.bind(*ins, **{k: _rewrite(rule, v) for k, v in p.items()})
     return eqn.primitive.bind(*ins, **p)
 
 
-def _scan(body: Callable[..., list], p: dict, ins: list) -> list:
-    nc, ncarry = p["num_consts"], p["num_carry"]
-    consts, init, xs = ins[:nc], ins[nc : nc + ncarry], ins[nc + ncarry :]
-
-    def step(carry, x):
-        outs = body(*consts, *carry, *x)
-        return outs[:ncarry], outs[ncarry:]
-
-    carry, ys = lax.scan(
-        step, init, xs, length=p["length"], reverse=p["reverse"], unroll=p["unroll"]
-    )
-    return [*carry, *ys]
-
-
-def _while(cond: Callable[..., list], body: Callable[..., list], p: dict, ins: list) -> list:
-    nc, nb = p["cond_nconsts"], p["body_nconsts"]
-    cond_consts, body_consts, init = ins[:nc], ins[nc : nc + nb], ins[nc + nb :]
-    return lax.while_loop(
-        lambda c: cond(*cond_consts, *c)[0], lambda c: body(*body_consts, *c), init
-    )
+def _rewrite(rule: Callable[..., Any], param):
+    """A loop's or a branch's program (a ClosedJaxpr, or a tuple of them) with ``rule``
+    applied, taking and giving the same types; any other parameter as it is."""
+    if isinstance(param, tuple) and param and all(isinstance(b, ClosedJaxpr) for b in param):
+        return tuple(_rewrite(rule, b) for b in param)
+    if not isinstance(param, ClosedJaxpr):
+        return param
+    types = [v.aval for v in param.jaxpr.invars]
+    specs = [jax.ShapeDtypeStruct(t.shape, t.dtype, weak_type=t.weak_type) for t in types]
+    return jax.make_jaxpr(lambda *xs: _eval(rule, param.jaxpr, param.consts, *xs))(*specs)
