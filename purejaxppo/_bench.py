@@ -64,6 +64,7 @@ def time_updates(
         raise ValueError(f"time_updates(updates={updates!r}): need a positive int.")
     engine = Engine(cfg, mesh=mesh_for(mesh, agents), group_size=group_size)
     keys, hp, _ = agent_inputs(cfg, {}, list(range(agents)))
+    engine.compile_ahead(1, keys, hp)  # on an accelerator: while init compiles
     state = engine.init(keys, hp)
     state, m = engine.run(state, hp, 1)  # compiles the 1-update program and warms up
     jax.block_until_ready(m)

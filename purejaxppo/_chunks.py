@@ -208,7 +208,7 @@ def run_chunks(
     ``env_steps(done)`` reaches ``stop_at``.
     """
     start = done
-    size = auto_chunk(total) if every == "auto" else every
+    size = first_chunk(total, every)
     while done < total:
         clock = CompileClock()
         carry, ran = advance(carry, done, min(size, total - done))
@@ -225,6 +225,21 @@ def run_chunks(
         if stop_at is not None and env_steps(done) >= stop_at:
             break
     return Chunked(carry, done, done == total, done - start)
+
+
+def first_chunk(total: int, every: int | str) -> int:
+    """The size of `run_chunks`' chunks, until ``"auto"`` shortens them."""
+    return auto_chunk(total) if every == "auto" else every
+
+
+def planned_chunks(done: int, total: int, every: int | str) -> list[int]:
+    """The distinct chunk sizes `run_chunks` will run from ``done`` to ``total`` (a program
+    each), unless ``"auto"`` shortens a chunk that ran long: the chunks, then a shorter
+    tail where they do not divide what is left."""
+    size, left = first_chunk(total, every), total - done
+    if left <= 0:
+        return []
+    return [min(size, left)] + ([left % size] if left > size and left % size else [])
 
 
 def auto_chunk(num_updates: int) -> int:

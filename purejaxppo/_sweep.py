@@ -25,7 +25,7 @@ import numpy as np
 from jax.sharding import Mesh
 
 from ._agents import agent_inputs
-from ._chunks import RunFiles, run_chunks
+from ._chunks import RunFiles, planned_chunks, run_chunks
 from ._config import PPOConfig, static_field_names
 from ._driver import RunOptions, drive
 from ._engine import CompileClock, engine_for
@@ -395,8 +395,11 @@ def _run_chunked(
         return (state, metrics), size
 
     loaded = files.newest(like)
+    done = int(loaded[0].update[0]) if loaded is not None else 0
+    if runs_chunks:  # on an accelerator, the chunks' programs compile while init does
+        for size in planned_chunks(done, updates, every):
+            agents.compile_ahead(size, keys, hparams)
     carry = loaded if loaded is not None else (agents.init(keys, hparams), None)
-    done = int(carry[0].update[0]) if loaded is not None else 0
     if runs_chunks:
         carry, done, _, ran = run_chunks(
             carry, done=done, total=updates, every=every, advance=advance, files=files,

@@ -4,8 +4,10 @@ package's docstring), and `CompileClock`, the one way compile and run time are t
 from __future__ import annotations
 
 import functools
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from typing import Any
 
 import jax
@@ -27,6 +29,11 @@ from .._xla_cpu import compiler_options, unrolled_threefry
 from ..envs import make_env
 from ._bodies import generations, per_agent, report_block, update_scan
 from ._kept import keep_alive
+
+
+#: `Engine.compile_ahead` on a CPU too (tests: the same program, compiled in a thread).
+AHEAD_ON_CPU = False
+_LOWERING = threading.RLock()  # programs trace and lower one at a time; XLA compiles in parallel
 
 
 class Engine:
@@ -82,6 +89,7 @@ class Engine:
         self.num_traces = 0
         self.compile_seconds = 0.0  # time spent compiling this object's programs so far
         self._compiled: dict = {}
+        self._ahead: dict = {}  # cache key -> Future of a program compiling in the background
         self.clock = ProgramClock()  # when the program now running started (progress rates)
         self._default_width: int | None | bool = False  # `default_group_size`, once needed
 
@@ -202,7 +210,11 @@ class Engine:
         cache_key = (kind, num_agents, jax.tree.structure(args))
         if cache_key not in self._compiled:
             t0 = time.perf_counter()
-            program = self._fitted(kind, num_agents, args)
+            pending = self._ahead.pop(cache_key, None)
+            if pending is not None:  # compiling in the background: wait for it
+                program = pending.result()
+            else:
+                program = self._fitted(kind, num_agents, args)
             self._compiled[cache_key] = program
             seconds = time.perf_counter() - t0
             self.compile_seconds += seconds
@@ -211,6 +223,40 @@ class Engine:
         self.clock.started()  # the caller runs it now: rates count from here
         return self._compiled[cache_key]
 
+    def compile_ahead(self, num_updates: int, keys: PRNGKeyArray, hparams: PPOConfig) -> bool:
+        """Start compiling ``run``'s ``num_updates``-update program for these agents in a
+        background thread, from the shapes `init` gives; `run` then waits for it (the wait
+        is its compile time). Why: XLA compiles on the host while the device runs, and two
+        programs compile at once, so a run's init program (a Craftax world generator: 52 s
+        on a TPU) and its first chunk's compile overlap, and a tail chunk's program compiles
+        while the earlier chunks run. The same program as `run` compiles itself.
+
+        Only where it pays and is simple: an accelerator (on a CPU the compile would take
+        the cores the run needs; `AHEAD_ON_CPU`) and one device (no mesh). Returns whether
+        it started."""
+        if self.mesh is not None or (self._device().platform == "cpu" and not AHEAD_ON_CPU):
+            return False
+        n = num_agents_of(keys, hparams, self.cfg)
+        keys, hp = self._place((keys, batched(hparams, n)), n)
+        state = jax.eval_shape(self.program(INIT, n), keys, hp)
+        kind, args = Run(num_updates), (state, hp)
+        cache_key = (kind, n, jax.tree.structure(args))
+        if cache_key in self._compiled or cache_key in self._ahead:
+            return False
+        future: Future = Future()
+
+        def compile_() -> None:
+            try:
+                future.set_result(self._fitted(kind, n, args))
+            except BaseException as e:  # raised where `run` waits for it
+                future.set_exception(e)
+
+        self._ahead[cache_key] = future
+        # A daemon thread: a process that stops early does not wait for a compile it will
+        # not use.
+        threading.Thread(target=compile_, name="purejaxppo-compile", daemon=True).start()
+        return True
+
     def _compile(self, kind: Program, num_agents: int, group: int | None, args):
         return self._lower(kind, num_agents, group, args).compile(compiler_options())
 
@@ -218,7 +264,7 @@ class Engine:
         # A fresh function per program: jax's caches of its trace, lowering and executable
         # hang on this function (weakly), so once our compiled program is dropped
         # (`MAX_PROGRAMS`) nothing keeps the executable alive.
-        with unrolled_threefry():
+        with _LOWERING, unrolled_threefry():  # one at a time: it edits jax's lowering table
             return jax.jit(self.program(kind, num_agents, group)).lower(*args)
 
     def _fitted(self, kind: Program, num_agents: int, args):

@@ -1,0 +1,100 @@
+"""`Engine.compile_ahead`: a chunk's program compiled in a background thread is the program
+the run would have compiled itself, the run waits for it instead of compiling again, and a
+failure there is raised where the run waits.
+
+It is on by default only on accelerators; here it is switched on for the CPU
+(`AHEAD_ON_CPU`), which runs the same code."""
+
+import threading
+
+import numpy as np
+import pytest
+from conftest import SMALL, tree_equal
+
+from purejaxppo import sweep
+from purejaxppo._agents import agent_inputs
+from purejaxppo._chunks import planned_chunks, run_chunks
+from purejaxppo._engine import Engine, _core
+from purejaxppo._programs import Run
+
+
+@pytest.fixture
+def ahead_on_cpu(monkeypatch):
+    monkeypatch.setattr(_core, "AHEAD_ON_CPU", True)
+
+
+@pytest.fixture
+def compiles(monkeypatch):
+    """Each program `Engine._fitted` compiles, with the thread it compiled in."""
+    seen = []
+    fitted = Engine._fitted
+
+    def counted(self, kind, num_agents, args):
+        seen.append((kind, threading.current_thread().name))
+        return fitted(self, kind, num_agents, args)
+
+    monkeypatch.setattr(Engine, "_fitted", counted)
+    return seen
+
+
+@pytest.mark.parametrize(
+    ("done", "total", "every"), [(0, 10, 3), (4, 10, 4), (0, 8, 4), (0, 5, 8), (7, 10, 2)]
+)
+def test_planned_chunks_are_the_sizes_run_chunks_runs(done, total, every):
+    sizes = []
+
+    def advance(carry, done, size):
+        sizes.append(size)
+        return carry, size
+
+    run_chunks(None, done=done, total=total, every=every, advance=advance)
+    assert planned_chunks(done, total, every) == list(dict.fromkeys(sizes))
+    assert planned_chunks(total, total, every) == []
+
+
+def test_a_chunked_run_compiled_ahead_is_the_run_compiled_in_turn(
+    tmp_path, ahead_on_cpu, compiles, monkeypatch
+):
+    """5 updates in chunks of 2: the chunk program and the tail's (1) compile in the
+    background, once each; the results are the same bits as without."""
+    cfg = SMALL.replace(total_timesteps=5 * SMALL.batch_size)
+    kw = dict(seeds=2, checkpoint_every=2, mesh=False, overwrite=True)
+    ahead = sweep(cfg, run_dir=tmp_path / "ahead", **kw)
+    background = [kind for kind, thread in compiles if thread == "purejaxppo-compile"]
+    assert sorted(background, key=lambda k: k.num_updates) == [Run(1), Run(2)]
+    assert len(compiles) == 3  # and init, in the caller's thread
+
+    monkeypatch.setattr(_core, "AHEAD_ON_CPU", False)
+    compiles.clear()
+    in_turn = sweep(cfg, run_dir=tmp_path / "in_turn", **kw)
+    assert all(thread != "purejaxppo-compile" for _, thread in compiles)
+    assert tree_equal(ahead.metrics, in_turn.metrics)
+    assert tree_equal(ahead.state, in_turn.state)
+    assert ahead.timings["compile_s"] > 0
+
+
+def test_a_failed_compile_ahead_is_raised_where_the_run_waits(ahead_on_cpu, monkeypatch):
+    engine = Engine(SMALL, mesh=False)
+    keys, hp, _ = agent_inputs(SMALL, {}, [0])
+
+    def refuse(self, kind, num_agents, args):
+        raise ValueError(f"no program for {kind}")
+
+    monkeypatch.setattr(Engine, "_fitted", refuse)
+    assert engine.compile_ahead(1, keys, hp)
+    for pending in engine._ahead.values():
+        pending.exception()  # the background thread has failed
+    monkeypatch.undo()  # init compiles as usual; the chunk's failure waits in its future
+    monkeypatch.setattr(_core, "AHEAD_ON_CPU", True)
+    state = engine.init(keys, hp)
+    with pytest.raises(ValueError, match="no program for Run"):
+        engine.run(state, hp, 1)
+    state, metrics = engine.run(state, hp, 1)  # asked again: compiled in turn
+    assert np.isfinite(np.asarray(metrics.policy_loss)).all()
+
+
+def test_compile_ahead_stays_off_on_a_cpu():
+    engine = Engine(SMALL, mesh=False)
+    keys, hp, _ = agent_inputs(SMALL, {}, [0])
+    assert not engine.compile_ahead(1, keys, hp)
+    assert not engine._ahead
