@@ -30,7 +30,6 @@ from ..envs import make_env
 from ._bodies import generations, per_agent, report_block, update_scan
 from ._kept import keep_alive
 
-
 #: `Engine.compile_ahead` on a CPU too (tests: the same program, compiled in a thread).
 AHEAD_ON_CPU = False
 _LOWERING = threading.RLock()  # programs trace and lower one at a time; XLA compiles in parallel
