@@ -396,10 +396,17 @@ def _run_chunked(
 
     loaded = files.newest(like)
     done = int(loaded[0].update[0]) if loaded is not None else 0
-    if runs_chunks:  # on an accelerator, the chunks' programs compile while init does
-        for size in planned_chunks(done, updates, every):
-            agents.compile_ahead(size, keys, hparams)
+    # On an accelerator the chunks' programs compile in the background (`compile_ahead`):
+    # the first while init compiles, a shorter tail's once init is in (one program lowers
+    # at a time: lowered first, the tail would hold up init).
+    sizes = planned_chunks(done, updates, every) if runs_chunks else []
+    for size in sizes[:1]:
+        agents.compile_ahead(size, keys, hparams)
     carry = loaded if loaded is not None else (agents.init(keys, hparams), None)
+    if sizes[1:]:  # planned against the memory free once init has run, as in turn
+        jax.block_until_ready(carry[0])
+    for size in sizes[1:]:
+        agents.compile_ahead(size, keys, hparams)
     if runs_chunks:
         carry, done, _, ran = run_chunks(
             carry, done=done, total=updates, every=every, advance=advance, files=files,

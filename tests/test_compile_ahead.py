@@ -15,7 +15,6 @@ from purejaxppo import sweep
 from purejaxppo._agents import agent_inputs
 from purejaxppo._chunks import planned_chunks, run_chunks
 from purejaxppo._engine import Engine, _core
-from purejaxppo._programs import Run
 
 
 @pytest.fixture
@@ -29,9 +28,9 @@ def compiles(monkeypatch):
     seen = []
     fitted = Engine._fitted
 
-    def counted(self, kind, num_agents, args):
-        seen.append((kind, threading.current_thread().name))
-        return fitted(self, kind, num_agents, args)
+    def counted(self, kind, num_agents, args, have=None):
+        seen.append((kind, threading.current_thread().name, have))
+        return fitted(self, kind, num_agents, args, have)
 
     monkeypatch.setattr(Engine, "_fitted", counted)
     return seen
@@ -60,14 +59,16 @@ def test_a_chunked_run_compiled_ahead_is_the_run_compiled_in_turn(
     cfg = SMALL.replace(total_timesteps=5 * SMALL.batch_size)
     kw = dict(seeds=2, checkpoint_every=2, mesh=False, overwrite=True)
     ahead = sweep(cfg, run_dir=tmp_path / "ahead", **kw)
-    background = [kind for kind, thread in compiles if thread == "purejaxppo-compile"]
-    assert sorted(background, key=lambda k: k.num_updates) == [Run(1), Run(2)]
+    background = [(k, have) for k, thread, have in compiles if thread == "purejaxppo-compile"]
+    assert sorted(k.num_updates for k, _ in background) == [1, 2]
     assert len(compiles) == 3  # and init, in the caller's thread
+    # Each planned with the memory free when it was asked for, not while a chunk ran.
+    assert all(have is not None and have > 0 for _, have in background)
 
     monkeypatch.setattr(_core, "AHEAD_ON_CPU", False)
     compiles.clear()
     in_turn = sweep(cfg, run_dir=tmp_path / "in_turn", **kw)
-    assert all(thread != "purejaxppo-compile" for _, thread in compiles)
+    assert all(thread != "purejaxppo-compile" for _, thread, _ in compiles)
     assert tree_equal(ahead.metrics, in_turn.metrics)
     assert tree_equal(ahead.state, in_turn.state)
     assert ahead.timings["compile_s"] > 0
@@ -77,7 +78,7 @@ def test_a_failed_compile_ahead_is_raised_where_the_run_waits(ahead_on_cpu, monk
     engine = Engine(SMALL, mesh=False)
     keys, hp, _ = agent_inputs(SMALL, {}, [0])
 
-    def refuse(self, kind, num_agents, args):
+    def refuse(self, kind, num_agents, args, have=None):
         raise ValueError(f"no program for {kind}")
 
     monkeypatch.setattr(Engine, "_fitted", refuse)

@@ -230,9 +230,10 @@ class Engine:
         on a TPU) and its first chunk's compile overlap, and a tail chunk's program compiles
         while the earlier chunks run. The same program as `run` compiles itself.
 
-        Only where it pays and is simple: an accelerator (on a CPU the compile would take
-        the cores the run needs; `AHEAD_ON_CPU`) and one device (no mesh). Returns whether
-        it started."""
+        The program is planned against the device memory free when this is called (call
+        it before a program runs, not during). Only where it pays and is simple: an
+        accelerator (on a CPU the compile would take the cores the run needs;
+        `AHEAD_ON_CPU`) and one device (no mesh). Returns whether it started."""
         if self.mesh is not None or (self._device().platform == "cpu" and not AHEAD_ON_CPU):
             return False
         n = num_agents_of(keys, hparams, self.cfg)
@@ -243,10 +244,11 @@ class Engine:
         if cache_key in self._compiled or cache_key in self._ahead:
             return False
         future: Future = Future()
+        have = self._budget()  # now, not while a program runs and holds its temporaries
 
         def compile_() -> None:
             try:
-                future.set_result(self._fitted(kind, n, args))
+                future.set_result(self._fitted(kind, n, args, have))
             except BaseException as e:  # raised where `run` waits for it
                 future.set_exception(e)
 
@@ -266,10 +268,11 @@ class Engine:
         with _LOWERING, unrolled_threefry():  # one at a time: it edits jax's lowering table
             return jax.jit(self.program(kind, num_agents, group)).lower(*args)
 
-    def _fitted(self, kind: Program, num_agents: int, args):
-        """Compile ``kind`` to fit the device's memory (`_memory.fit_to_memory`): all of a
-        device's agents at once, or in groups that fit, or a one-line refusal."""
-        have = int(available_bytes(self._device()) * BUDGET_FRACTION) // self._host_share()
+    def _fitted(self, kind: Program, num_agents: int, args, have: int | None = None):
+        """Compile ``kind`` to fit ``have`` bytes of device memory (default: what is free
+        now, `_budget`) (`_memory.fit_to_memory`): all of a device's agents at once, or in
+        groups that fit, or a one-line refusal."""
+        have = self._budget() if have is None else have
         program, group = fit_to_memory(
             lambda group: self._compile(kind, num_agents, group, args),
             num_agents=num_agents,
@@ -281,6 +284,10 @@ class Engine:
         )
         self.groups[(kind, num_agents)] = group
         return program
+
+    def _budget(self) -> int:
+        """The device memory a program may plan with now, bytes."""
+        return int(available_bytes(self._device()) * BUDGET_FRACTION) // self._host_share()
 
     def _host_share(self) -> int:
         """How many of the mesh's devices share this host's memory: CPU devices (one per
