@@ -41,7 +41,9 @@ class SweepResult:
     the hyperparameter axis is ``"sample"`` and ``values`` holds each sample's values.
     ``timings`` holds this call's ``compile_s`` and ``run_s`` and, per static setting in
     ``programs``, those plus ``updates_run`` and ``group_size`` (the agents per group the
-    program ran, on each device).
+    program ran, on each device). ``compile_s`` is the time the call waited for compiles:
+    on an accelerator a chunked run compiles its chunks' programs in the background
+    (`Engine.compile_ahead`), so it can be less than the compiles took.
     """
 
     metrics: Metrics

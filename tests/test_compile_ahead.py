@@ -11,15 +11,21 @@ import numpy as np
 import pytest
 from conftest import SMALL, tree_equal
 
-from purejaxppo import sweep
+from purejaxppo import resume_sweep, sweep
 from purejaxppo._agents import agent_inputs
 from purejaxppo._chunks import planned_chunks, run_chunks
-from purejaxppo._engine import Engine, _core
+from purejaxppo._engine import Engine, _core, _shared
 
 
 @pytest.fixture
 def ahead_on_cpu(monkeypatch):
     monkeypatch.setattr(_core, "AHEAD_ON_CPU", True)
+    monkeypatch.setattr(_shared, "_ENGINES", {})  # this test's own engines and programs
+
+
+def fresh_engines(monkeypatch):
+    """Runs after this compile their programs again (`engine_for` shares engines)."""
+    monkeypatch.setattr(_shared, "_ENGINES", {})
 
 
 @pytest.fixture
@@ -66,8 +72,10 @@ def test_a_chunked_run_compiled_ahead_is_the_run_compiled_in_turn(
     assert all(have is not None and have > 0 for _, have in background)
 
     monkeypatch.setattr(_core, "AHEAD_ON_CPU", False)
+    fresh_engines(monkeypatch)
     compiles.clear()
     in_turn = sweep(cfg, run_dir=tmp_path / "in_turn", **kw)
+    assert len(compiles) == 3  # compiled again, each in the caller's thread
     assert all(thread != "purejaxppo-compile" for _, thread, _ in compiles)
     assert tree_equal(ahead.metrics, in_turn.metrics)
     assert tree_equal(ahead.state, in_turn.state)
@@ -99,3 +107,24 @@ def test_compile_ahead_stays_off_on_a_cpu():
     keys, hp, _ = agent_inputs(SMALL, {}, [0])
     assert not engine.compile_ahead(1, keys, hp)
     assert not engine._ahead
+
+
+def test_a_resumed_run_compiles_what_is_left_ahead_and_ends_as_uninterrupted(
+    tmp_path, ahead_on_cpu, compiles, monkeypatch
+):
+    """Stopped after 2 of 5 updates (chunks of 2), resumed: the chunk and the tail compile
+    ahead from the checkpoint's update, and the result is the uninterrupted run's."""
+    cfg = SMALL.replace(total_timesteps=5 * SMALL.batch_size)
+    kw = dict(seeds=2, checkpoint_every=2, mesh=False)
+    whole = sweep(cfg, run_dir=tmp_path / "whole", **kw)
+    stopped = sweep(cfg, run_dir=tmp_path / "cut", stop_at=1, **kw)
+    assert not stopped.finished
+    fresh_engines(monkeypatch)
+    compiles.clear()
+    resumed = resume_sweep(tmp_path / "cut", mesh=False)
+    assert sorted((k.num_updates, t) for k, t, _ in compiles) == [
+        (1, "purejaxppo-compile"),
+        (2, "purejaxppo-compile"),
+    ]  # no init: the state is the checkpoint's
+    assert tree_equal(resumed.metrics, whole.metrics)
+    assert tree_equal(resumed.state, whole.state)
