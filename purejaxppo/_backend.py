@@ -26,10 +26,10 @@ PRNG lowering (`_xla_cpu`)
 Craftax's restarts         pool world picked by an index          one select among the world and
 (`envs._craftax`)          (a gather), then a select              the pool's (a gather under vmap
                                                                   is slow on a TPU)
-Craftax's step             Craftax's own ``step_env`` (a          the same with each dynamic
-(`envs._craftax`)          process with no accelerator traces     slice cut by masks
-                           only this one)                         (`envs._slices`; measured on a
-                                                                  TPU, not on a GPU)
+Craftax's step             Craftax's own ``step_env``             the same with each dynamic
+(`envs._craftax`, chosen                                          slice cut by masks
+by `lowering_platform`:                                           (`envs._slices`; measured on a
+one way traced)                                                   TPU, not on a GPU)
 host callbacks of          every ~8,192 env steps per agent       every ~65,536 (the chip waits
 progress (`_progress`)     (`STEPS_PER_CALLBACK`)                 ~1.5 ms for each callback)
 float32 matrix products    float32, whatever the setting          ``cfg.matmul_precision``:

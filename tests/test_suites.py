@@ -268,6 +268,38 @@ def test_craftax_restarts_alike_on_every_backend():
     np.testing.assert_array_equal(world.map[0], states.pool.map[0, 0])  # done: pool world 0
 
 
+@needs_craftax
+def test_craftax_traces_the_step_of_the_platform_its_program_is_for(monkeypatch):
+    """One way traced, the one for the program's platform (`lowering_platform`): Craftax's
+    own step for the CPU, its masked rewrite (no gather under `vmap`) for an accelerator;
+    and the engine tells the env the platform of the device it lowers for."""
+    from purejaxppo._engine import Engine
+    from purejaxppo.envs import lowering_for, lowering_platform
+
+    ours = make_env(PPOConfig(env="craftax/Craftax-Classic-Symbolic-v1"))
+    states = jax.eval_shape(jax.vmap(ours.reset), jax.random.split(jax.random.PRNGKey(0), 4))[0]
+    actions = jax.ShapeDtypeStruct((4,), jnp.int32)
+    texts = {}
+    for platform in ("cpu", "tpu"):
+        with lowering_for(platform):
+            texts[platform] = str(jax.make_jaxpr(jax.vmap(ours.step))(states, actions))
+    # The step adds no platform choice (the restarts' one remains, in both).
+    assert texts["tpu"].count("platform_index[") == texts["cpu"].count("platform_index[") == 1
+    # Craftax's reads of its map are gathers under vmap (219 here); masked, its slices are
+    # not (62 left: its reads at index arrays, and the restarts' CPU branch).
+    assert texts["cpu"].count("gather[") > 2 * texts["tpu"].count("gather[")
+    assert lowering_platform() == jax.default_backend()  # outside: the default's
+
+    seen = []
+    monkeypatch.setattr(
+        Engine, "program", lambda self, *a: seen.append(lowering_platform()) or (lambda: 0)
+    )
+    engine = Engine(PPOConfig(), mesh=False)
+    monkeypatch.setattr(engine, "_device", lambda: type("D", (), {"platform": "gpu"})())
+    engine._lower(None, 1, None, ())
+    assert seen == ["gpu"]
+
+
 @pytest.mark.slow  # Craftax's step compiles twice per case (~15 s Classic, ~60 s the full game)
 @needs_craftax
 @pytest.mark.parametrize(

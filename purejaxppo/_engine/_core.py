@@ -26,7 +26,7 @@ from .._ppo import Metrics, RunnerState, init_state, update_step
 from .._programs import INIT, TRAIN, Between, Generations, Init, Program, Run, Train
 from .._progress import ProgramClock, ProgressFn, deliver, updates_per_callback
 from .._xla_cpu import compiler_options, unrolled_threefry
-from ..envs import make_env
+from ..envs import lowering_for, make_env
 from ._bodies import generations, per_agent, report_block, update_scan
 from ._kept import keep_alive
 
@@ -265,7 +265,9 @@ class Engine:
         # A fresh function per program: jax's caches of its trace, lowering and executable
         # hang on this function (weakly), so once our compiled program is dropped
         # (`MAX_PROGRAMS`) nothing keeps the executable alive.
-        with _LOWERING, unrolled_threefry():  # one at a time: it edits jax's lowering table
+        # One at a time: `unrolled_threefry` edits jax's table of lowerings. The env sees
+        # the platform the program is for (`lowering_platform`).
+        with _LOWERING, unrolled_threefry(), lowering_for(self._device().platform):
             return jax.jit(self.program(kind, num_agents, group)).lower(*args)
 
     def _fitted(self, kind: Program, num_agents: int, args, have: int | None = None):

@@ -22,6 +22,8 @@ To get an encoded observation and mask for a `Policy` outside training::
 
 from ._base import Env as Env
 from ._base import EnvStep as EnvStep
+from ._base import lowering_for as lowering_for
+from ._base import lowering_platform as lowering_platform
 from ._base import select_tree as select_tree
 from ._gymnax import GymnaxEnv as GymnaxEnv
 from ._jumanji import ENCODERS as ENCODERS

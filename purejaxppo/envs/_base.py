@@ -8,6 +8,9 @@ stay small.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 import jax
@@ -24,6 +27,33 @@ METRIC_NAMES = (
     "approx_kl", "clip_frac", "explained_variance", "grad_norm", "skipped_steps",
     "episode_stats",
 )  # fmt: skip
+
+
+_LOWERING_FOR: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "purejaxppo_lowering_for", default=None
+)
+
+
+def lowering_platform() -> str:
+    """The platform the program being traced is for: the trainer's engine says so while it
+    traces its programs (its devices' platform), else ``jax.default_backend()``.
+
+    For a step written two ways, one per platform (Craftax's on accelerators): choosing
+    here traces one of them, where `jax.lax.platform_dependent` traces and batches both
+    (1.5x the tracing of a Craftax update). A function traced outside the engine, for
+    another platform than the default backend's, gets the default's way: the same values,
+    at that platform's speed for it."""
+    return _LOWERING_FOR.get() or jax.default_backend()
+
+
+@contextlib.contextmanager
+def lowering_for(platform: str) -> Iterator[None]:
+    """Within the block (in this thread), `lowering_platform()` is ``platform``."""
+    token = _LOWERING_FOR.set(platform)
+    try:
+        yield
+    finally:
+        _LOWERING_FOR.reset(token)
 
 
 class EnvStep(NamedTuple):
