@@ -232,13 +232,19 @@ def first_chunk(total: int, every: int | str) -> int:
     return auto_chunk(total) if every == "auto" else every
 
 
-def planned_chunks(done: int, total: int, every: int | str) -> list[int]:
-    """The distinct chunk sizes `run_chunks` will run from ``done`` to ``total`` (a program
-    each), unless ``"auto"`` shortens a chunk that ran long: the chunks, then a shorter
-    tail where they do not divide what is left."""
+def planned_chunks(done: int, total: int, every: int | str, stop: int | None = None) -> list[int]:
+    """The distinct chunk sizes `run_chunks` will run from ``done`` (a program each), unless
+    ``"auto"`` shortens a chunk that ran long or the run is asked to stop: the chunks, then
+    a shorter tail where they do not divide what is left. ``stop``: the run stops at the
+    first chunk's end at or past this unit (`run_chunks`' ``stop_at``), so it may never
+    reach the tail."""
     size, left = first_chunk(total, every), total - done
     if left <= 0:
         return []
+    if stop is not None and stop > done:  # the chunk ends it runs to before it stops
+        left = min(left, -(-(stop - done) // size) * size)
+    elif stop is not None:
+        left = min(left, size)  # the first chunk ends it
     return [min(size, left)] + ([left % size] if left > size and left % size else [])
 
 

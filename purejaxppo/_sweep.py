@@ -399,7 +399,8 @@ def _run_chunked(
     # On an accelerator the chunks' programs compile in the background (`compile_ahead`):
     # the first while init compiles, a shorter tail's once init is in (one program lowers
     # at a time: lowered first, the tail would hold up init).
-    sizes = planned_chunks(done, updates, every) if runs_chunks else []
+    stop = None if stop_at is None else -(-stop_at // base.batch_size)  # in updates
+    sizes = planned_chunks(done, updates, every, stop) if runs_chunks else []
     for size in sizes[:1]:
         agents.compile_ahead(size, keys, hparams)
     carry = loaded if loaded is not None else (agents.init(keys, hparams), None)

@@ -5,7 +5,11 @@ failure there is raised where the run waits.
 It is on by default only on accelerators; here it is switched on for the CPU
 (`AHEAD_ON_CPU`), which runs the same code."""
 
+import subprocess
+import sys
+import textwrap
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -45,16 +49,20 @@ def compiles(monkeypatch):
 @pytest.mark.parametrize(
     ("done", "total", "every"), [(0, 10, 3), (4, 10, 4), (0, 8, 4), (0, 5, 8), (7, 10, 2)]
 )
-def test_planned_chunks_are_the_sizes_run_chunks_runs(done, total, every):
+@pytest.mark.parametrize("stop", [None, 1, 3, 4, 7, 9, 10, 12])
+def test_planned_chunks_are_the_sizes_run_chunks_runs(done, total, every, stop):
     sizes = []
 
     def advance(carry, done, size):
         sizes.append(size)
         return carry, size
 
-    run_chunks(None, done=done, total=total, every=every, advance=advance)
-    assert planned_chunks(done, total, every) == list(dict.fromkeys(sizes))
-    assert planned_chunks(total, total, every) == []
+    run_chunks(
+        None, done=done, total=total, every=every, advance=advance, stop_at=stop,
+        env_steps=lambda d: d,
+    )  # fmt: skip
+    assert planned_chunks(done, total, every, stop) == list(dict.fromkeys(sizes))
+    assert planned_chunks(total, total, every, stop) == []
 
 
 def test_a_chunked_run_compiled_ahead_is_the_run_compiled_in_turn(
@@ -128,3 +136,33 @@ def test_a_resumed_run_compiles_what_is_left_ahead_and_ends_as_uninterrupted(
     ]  # no init: the state is the checkpoint's
     assert tree_equal(resumed.metrics, whole.metrics)
     assert tree_equal(resumed.state, whole.state)
+
+
+@pytest.mark.subprocess
+@pytest.mark.timeout(300)
+def test_a_process_that_ends_while_a_compile_is_ahead_exits_cleanly():
+    """It waits for the compile: a daemon thread coming back from XLA into a finalising
+    interpreter aborted the process ("FATAL: exception not rethrown", signal 6)."""
+    script = textwrap.dedent(
+        """
+        import time
+        from conftest import SMALL
+        from purejaxppo._agents import agent_inputs
+        from purejaxppo._engine import Engine, _core
+        _core.AHEAD_ON_CPU = True
+        engine = Engine(SMALL, mesh=False)
+        keys, hp, _ = agent_inputs(SMALL, {}, [0])
+        assert engine.compile_ahead(3, keys, hp)
+        while not engine.num_traces:  # its trace has started ...
+            time.sleep(0.01)
+        with _core._LOWERING:  # ... and its lowering ended: XLA compiles it now
+            pass
+        print("in flight" if not engine._ahead[next(iter(engine._ahead))].done() else "done")
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=280,
+        cwd=Path(__file__).parent,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "in flight" in out.stdout  # the process ended while XLA compiled

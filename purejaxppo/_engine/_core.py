@@ -253,9 +253,9 @@ class Engine:
                 future.set_exception(e)
 
         self._ahead[cache_key] = future
-        # A daemon thread: a process that stops early does not wait for a compile it will
-        # not use.
-        threading.Thread(target=compile_, name="purejaxppo-compile", daemon=True).start()
+        # Not a daemon: a process that ends while XLA compiles waits for it, where a daemon
+        # thread coming back from XLA into a finalising interpreter aborts the process.
+        threading.Thread(target=compile_, name="purejaxppo-compile", daemon=False).start()
         return True
 
     def _compile(self, kind: Program, num_agents: int, group: int | None, args):
