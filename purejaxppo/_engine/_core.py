@@ -233,7 +233,8 @@ class Engine:
         The program is planned against the device memory free when this is called (call
         it before a program runs, not during). Only where it pays and is simple: an
         accelerator (on a CPU the compile would take the cores the run needs;
-        `AHEAD_ON_CPU`) and one device (no mesh). Returns whether it started."""
+        `AHEAD_ON_CPU`) and one device (no mesh). A process that ends while it compiles
+        waits for it. Returns whether it started."""
         if self.mesh is not None or (self._device().platform == "cpu" and not AHEAD_ON_CPU):
             return False
         n = num_agents_of(keys, hparams, self.cfg)
