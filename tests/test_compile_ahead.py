@@ -65,6 +65,7 @@ def test_planned_chunks_are_the_sizes_run_chunks_runs(done, total, every, stop):
     assert planned_chunks(total, total, every, stop) == []
 
 
+@pytest.mark.slow  # ~16 s: two chunked runs, each compiling its three programs
 def test_a_chunked_run_compiled_ahead_is_the_run_compiled_in_turn(
     tmp_path, ahead_on_cpu, compiles, monkeypatch
 ):
@@ -117,6 +118,7 @@ def test_compile_ahead_stays_off_on_a_cpu():
     assert not engine._ahead
 
 
+@pytest.mark.slow  # ~14 s: three runs (whole, stopped, resumed)
 def test_a_resumed_run_compiles_what_is_left_ahead_and_ends_as_uninterrupted(
     tmp_path, ahead_on_cpu, compiles, monkeypatch
 ):
