@@ -30,7 +30,7 @@ from ..envs import lowering_for, make_env
 from ._bodies import generations, per_agent, report_block, update_scan
 from ._kept import keep_alive
 
-#: `Engine.compile_ahead` on a CPU too (tests: the same program, compiled in a thread).
+#: `Engine.compile_ahead` on a CPU too (tests and benchmarks: the same program, in a thread).
 AHEAD_ON_CPU = False
 _LOWERING = threading.RLock()  # programs trace and lower one at a time; XLA compiles in parallel
 
@@ -231,10 +231,11 @@ class Engine:
         while the earlier chunks run. The same program as `run` compiles itself.
 
         The program is planned against the device memory free when this is called (call
-        it before a program runs, not during). Only where it pays and is simple: an
-        accelerator (on a CPU the compile would take the cores the run needs;
-        `AHEAD_ON_CPU`) and one device (no mesh). A process that ends while it compiles
-        waits for it. Returns whether it started."""
+        it before a program runs, not during). Only on an accelerator with one device (no
+        mesh) for now: on a 2-core CPU it paid too (a chunked Craftax run 0.75x, the maze
+        0.95x: benchmarks/bench_compile_ahead.py) but the CPU's several devices and many
+        agents are not measured yet (`AHEAD_ON_CPU` turns it on there). A process that
+        ends while it compiles waits for it. Returns whether it started."""
         if self.mesh is not None or (self._device().platform == "cpu" and not AHEAD_ON_CPU):
             return False
         n = num_agents_of(keys, hparams, self.cfg)
