@@ -11,14 +11,16 @@ import textwrap
 import threading
 from pathlib import Path
 
+import jax
 import numpy as np
 import pytest
 from conftest import SMALL, tree_equal
 
 from purejaxppo import resume_sweep, sweep
-from purejaxppo._agents import agent_inputs
+from purejaxppo._agents import agent_inputs, batched
 from purejaxppo._chunks import planned_chunks, run_chunks
 from purejaxppo._engine import Engine, _core, _shared
+from purejaxppo._programs import INIT, Run
 
 
 @pytest.fixture
@@ -149,7 +151,7 @@ def test_a_process_that_ends_while_a_compile_is_ahead_exits_cleanly():
         """
         import time
         from conftest import SMALL
-        from purejaxppo._agents import agent_inputs
+        from purejaxppo._agents import agent_inputs, batched
         from purejaxppo._engine import Engine, _core
         _core.AHEAD_ON_CPU = True
         engine = Engine(SMALL, mesh=False)
@@ -168,3 +170,18 @@ def test_a_process_that_ends_while_a_compile_is_ahead_exits_cleanly():
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-2000:]
     assert "in flight" in out.stdout  # the process ended while XLA compiled
+
+
+def test_the_program_ahead_is_lowered_from_init_shapes_to_the_same_text():
+    """What makes the runs' equality exact on any CPU: `compile_ahead` lowers from the
+    shapes init gives (`jax.eval_shape`), and that is the program lowered from init's
+    arrays, text for text."""
+    engine = Engine(SMALL, mesh=False)
+    keys, hp, _ = agent_inputs(SMALL, {}, [0, 1])
+    placed_keys, placed_hp = engine._place((keys, batched(hp, 2)), 2)
+    shapes = jax.eval_shape(engine.program(INIT, 2), placed_keys, placed_hp)
+    state = engine.init(keys, hp)
+    width = engine.group_width(2)
+    from_arrays = engine._lower(Run(2), 2, width, (state, placed_hp)).as_text()
+    from_shapes = engine._lower(Run(2), 2, width, (shapes, placed_hp)).as_text()
+    assert from_arrays == from_shapes
