@@ -113,11 +113,14 @@ def test_a_failed_compile_ahead_is_raised_where_the_run_waits(ahead_on_cpu, monk
     assert np.isfinite(np.asarray(metrics.policy_loss)).all()
 
 
-def test_compile_ahead_stays_off_on_a_cpu():
+def test_compile_ahead_stays_off_on_a_cpu_and_refuses_a_bad_count_in_one_line():
     engine = Engine(SMALL, mesh=False)
     keys, hp, _ = agent_inputs(SMALL, {}, [0])
     assert not engine.compile_ahead(1, keys, hp)
     assert not engine._ahead
+    for bad in (0, -2, 1.5, True):
+        with pytest.raises(ValueError, match=r"compile_ahead\(num_updates=.*positive int"):
+            engine.compile_ahead(bad, keys, hp)
 
 
 @pytest.mark.slow  # ~14 s: three runs (whole, stopped, resumed)

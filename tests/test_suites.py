@@ -289,6 +289,9 @@ def test_craftax_traces_the_step_of_the_platform_its_program_is_for(monkeypatch)
     # not (62 left: its reads at index arrays, and the restarts' CPU branch).
     assert texts["cpu"].count("gather[") > 2 * texts["tpu"].count("gather[")
     assert lowering_platform() == jax.default_backend()  # outside: the default's
+    with pytest.raises(ValueError, match=r"lowering_for\('TPU'\): use a jax platform name"):
+        with lowering_for("TPU"):
+            pass
 
     seen = []
     monkeypatch.setattr(

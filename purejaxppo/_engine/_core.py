@@ -35,6 +35,11 @@ AHEAD_ON_CPU = False
 _LOWERING = threading.RLock()  # programs trace and lower one at a time; XLA compiles in parallel
 
 
+def _check_updates(caller: str, num_updates: Any) -> None:
+    if not isinstance(num_updates, int) or isinstance(num_updates, bool) or num_updates < 1:
+        raise ValueError(f"{caller}(num_updates={num_updates!r}): need a positive int.")
+
+
 class Engine:
     """Train a batch of agents of one static config as one (optionally sharded) program.
 
@@ -129,8 +134,7 @@ class Engine:
         ``engine(keys, hp)`` equals ``init`` followed by chunks of ``run`` adding up to
         ``cfg.num_updates``, bit for bit on CPU (tested).
         """
-        if not isinstance(num_updates, int) or num_updates < 1:
-            raise ValueError(f"run(num_updates={num_updates!r}): need a positive int.")
+        _check_updates("run", num_updates)
         n = num_agents_of(None, hparams, self.cfg)
         state, hparams = self._place((state, batched(hparams, n)), n)
         return self.compiled(Run(num_updates), n, state, hparams)(state, hparams)
@@ -236,6 +240,7 @@ class Engine:
         0.95x: benchmarks/bench_compile_ahead.py) but the CPU's several devices and many
         agents are not measured yet (`AHEAD_ON_CPU` turns it on there). A process that
         ends while it compiles waits for it. Returns whether it started."""
+        _check_updates("compile_ahead", num_updates)
         if self.mesh is not None or (self._device().platform == "cpu" and not AHEAD_ON_CPU):
             return False
         n = num_agents_of(keys, hparams, self.cfg)

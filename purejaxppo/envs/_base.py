@@ -29,6 +29,9 @@ METRIC_NAMES = (
 )  # fmt: skip
 
 
+#: The platform names `lowering_for` takes (`jax.Device.platform`'s, and jax's backend names).
+PLATFORMS = ("cpu", "gpu", "tpu", "cuda", "rocm")
+
 _LOWERING_FOR: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "purejaxppo_lowering_for", default=None
 )
@@ -48,7 +51,12 @@ def lowering_platform() -> str:
 
 @contextlib.contextmanager
 def lowering_for(platform: str) -> Iterator[None]:
-    """Within the block (in this thread), `lowering_platform()` is ``platform``."""
+    """Within the block (in this thread), `lowering_platform()` is ``platform``: a jax
+    platform name as `jax.Device.platform` gives it ("cpu", "gpu", "tpu")."""
+    if platform not in PLATFORMS:
+        raise ValueError(
+            f"lowering_for({platform!r}): use a jax platform name, one of {list(PLATFORMS)}."
+        )
     token = _LOWERING_FOR.set(platform)
     try:
         yield
